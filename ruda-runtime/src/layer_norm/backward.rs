@@ -1,0 +1,141 @@
+//! Host side of the backward pass: checks, layout, the row kernel, then the column reduction.
+
+use burn_backend::DType;
+use cubecl::{client::ComputeClient, prelude::*, zspace::Shape};
+
+use super::{
+    Strategy, Variant,
+    kernels::backward::{backward_looped, backward_registers, reduce_partials},
+    layout::{array_arg, into_contiguous},
+    plan::{Plan, address_type},
+    validate::check_backward,
+};
+use crate::runtime::normalization::TensorBuffer;
+
+/// Column vectors per cube of the final reduction, and partial rows summed in parallel per column.
+const REDUCE_COLUMNS: usize = 32;
+const REDUCE_SPLITS: usize = 8;
+
+pub(crate) fn backward<R: cubecl::Runtime>(
+    client: &ComputeClient<R>,
+    input: TensorBuffer,
+    weight: TensorBuffer,
+    grad: TensorBuffer,
+    mean: TensorBuffer,
+    rstd: TensorBuffer,
+    strategy: impl FnOnce(usize, usize, bool) -> Strategy,
+) -> [TensorBuffer; 3] {
+    let problem = check_backward(client, &input, &weight, &grad, &mean, &rstd);
+    let d = problem.d;
+    let dx = TensorBuffer::empty(client, input.shape.clone(), input.dtype);
+    if problem.rows == 0 {
+        // Sums over no rows: zeros, uploaded rather than computed.
+        let zeros = alloc::vec![0.0f32; d];
+        let shape = Shape::new([d]);
+        let dgamma = TensorBuffer::from_f32s(client, &zeros, shape.clone(), weight.dtype);
+        let dbeta = TensorBuffer::from_f32s(client, &zeros, shape, weight.dtype);
+        return [dx, dgamma, dbeta];
+    }
+    let dgamma = TensorBuffer::empty(client, Shape::new([d]), weight.dtype);
+    let dbeta = TensorBuffer::empty(client, Shape::new([d]), weight.dtype);
+
+    let input = into_contiguous(client, input);
+    let weight = into_contiguous(client, weight);
+    let grad = into_contiguous(client, grad);
+    let mean = into_contiguous(client, mean);
+    let rstd = into_contiguous(client, rstd);
+    let has_plane = super::plan::usable_plane_size(client) > 0;
+    let strategy = strategy(d, problem.rows, has_plane);
+
+    let handles = [
+        &input.handle,
+        &weight.handle,
+        &grad.handle,
+        &dx.handle,
+        &dgamma.handle,
+        &dbeta.handle,
+    ];
+    let plan = Plan::new(client, problem, input.dtype.size(), &handles, strategy);
+    let cubes = plan.backward_cubes(client);
+    let num_partials = cubes * plan.rows_per_cube;
+    let partial_shape = Shape::new([num_partials, d]);
+    let dgamma_partial = TensorBuffer::empty(client, partial_shape.clone(), DType::F32);
+    let dbeta_partial = TensorBuffer::empty(client, partial_shape, DType::F32);
+
+    let n = problem.rows * d;
+    let dtype: StorageType = input.dtype.into();
+    let addr = address_type(n.max(num_partials * d));
+    let count = CubeCount::new_1d(cubes as u32);
+
+    // SAFETY: every buffer is contiguous with the lengths given here; the kernels index
+    // `x`/`dy`/`dx` below `rows * d`, `gamma` below `d`, the statistics below `rows` and the
+    // partials below `num_partials * d` (the partial row of a cube is below `cubes`).
+    unsafe {
+        match plan.variant {
+            Variant::PlanePerRow | Variant::CubePerRow => {
+                backward_registers::launch_unchecked::<R>(
+                    client,
+                    count,
+                    plan.cube_dim(),
+                    addr,
+                    plan.vector,
+                    array_arg(&input, n),
+                    array_arg(&weight, d),
+                    array_arg(&grad, n),
+                    array_arg(&mean, problem.rows),
+                    array_arg(&rstd, problem.rows),
+                    array_arg(&dx, n),
+                    array_arg(&dgamma_partial, num_partials * d),
+                    array_arg(&dbeta_partial, num_partials * d),
+                    problem.rows,
+                    plan.d_vec,
+                    plan.group_size,
+                    plan.rows_per_cube,
+                    plan.vectors_per_unit,
+                    plan.plane_size,
+                    dtype,
+                )
+            }
+            Variant::CubePerRowLooped => backward_looped::launch_unchecked::<R>(
+                client,
+                count,
+                plan.cube_dim(),
+                addr,
+                plan.vector,
+                array_arg(&input, n),
+                array_arg(&weight, d),
+                array_arg(&grad, n),
+                array_arg(&mean, problem.rows),
+                array_arg(&rstd, problem.rows),
+                array_arg(&dx, n),
+                array_arg(&dgamma_partial, num_partials * d),
+                array_arg(&dbeta_partial, num_partials * d),
+                problem.rows,
+                plan.d_vec,
+                plan.group_size,
+                plan.vectors_per_unit,
+                plan.plane_size,
+                dtype,
+            ),
+        }
+
+        let reduce_cubes = plan.d_vec.div_ceil(REDUCE_COLUMNS);
+        reduce_partials::launch_unchecked::<R>(
+            client,
+            CubeCount::new_1d(reduce_cubes as u32),
+            CubeDim::new_2d(REDUCE_COLUMNS as u32, REDUCE_SPLITS as u32),
+            addr,
+            plan.vector,
+            array_arg(&dgamma_partial, num_partials * d),
+            array_arg(&dbeta_partial, num_partials * d),
+            array_arg(&dgamma, d),
+            array_arg(&dbeta, d),
+            num_partials,
+            plan.d_vec,
+            REDUCE_COLUMNS,
+            REDUCE_SPLITS,
+            dtype,
+        );
+    }
+    [dx, dgamma, dbeta]
+}

@@ -1,0 +1,213 @@
+//! Native fused LayerNorm kernels (forward and backward) for every CubeCL runtime.
+//!
+//! LayerNorm normalizes over the last dimension `d` of its input; every leading dimension is a
+//! batch of rows (`rows = product of the leading dims`, any rank >= 1):
+//!
+//! ```text
+//! mean = sum(x) / d        rstd = 1 / sqrt(sum((x - mean)^2) / d + epsilon)
+//! out  = (x - mean) * rstd * gamma + beta
+//! ```
+//!
+//! - [`layer_norm_forward`] returns `[out, mean, rstd]`; [`layer_norm_backward`] takes
+//!   `x, gamma, dy, mean, rstd` and returns `[dx, dgamma, dbeta]`.
+//! - Element types F32, F16 and BF16 (where the device supports it), all tensors of one dtype;
+//!   statistics are always F32, and all arithmetic is accumulated in f32.
+//! - Variance without cancellation: two passes over a row held in registers, or per-unit chunked
+//!   Welford/Chan statistics for long rows (see [`Variant`]).
+//! - Any number of rows, including zero (empty outputs, nothing launched); `d >= 1`.
+//! - Strided inputs are first copied to a contiguous layout (see `layout::into_contiguous`).
+//! - Reductions use plane (warp/subgroup) operations where the device advertises them with a
+//!   fixed plane size, and shared memory otherwise (Mesa's lavapipe, our CI device).
+//! - Rows never mix: a NaN in one row stays in that row's `out`, `mean`, `rstd` and `dx`
+//!   (`dgamma`/`dbeta` sum over rows, so they see it).
+//!
+//! Bad arguments panic before anything is launched, with a message naming the tensors and
+//! their shapes.
+
+mod backward;
+mod forward;
+mod kernels;
+mod layout;
+mod plan;
+mod validate;
+
+use burn_backend::DType;
+use cubecl::client::ComputeClient;
+
+use crate::runtime::normalization::TensorBuffer;
+
+pub use plan::MAX_VECTORS_PER_UNIT;
+
+/// How the rows are spread over the device. Every variant computes the same result (up to f32
+/// rounding); they differ in speed. The default choice is [`choose_variant`]; the `_with`
+/// entry points force one (tests, benchmarks, autotuning).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// One plane-sized group of units per row (the plane size when plane operations are used,
+    /// else 32 units), several rows per cube, the row held in registers. For short rows: no
+    /// cube-wide barrier is needed with plane operations.
+    PlanePerRow,
+    /// One cube (32 to 256 units, about four vectors per unit) per row, the row held in
+    /// registers: `x` is read once, the variance is an exact second pass over registers.
+    /// Holds up to [`MAX_VECTORS_PER_UNIT`] vectors per unit.
+    CubePerRow,
+    /// One cube of 256 units per row, looping over the row in chunks: any `d`. The forward pass
+    /// reads `x` twice (statistics, then output), the backward pass reads `x`/`dy` twice.
+    CubePerRowLooped,
+}
+
+/// How the units of a row combine their partial sums.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Reduction {
+    /// Plane operations when the device has them with a fixed plane size, else shared memory.
+    #[default]
+    Auto,
+    /// Plane operations; panics on a device without them.
+    Plane,
+    /// Shared memory, even where plane operations exist (to test that path on any device).
+    SharedMemory,
+}
+
+/// A fully specified way to run the kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Strategy {
+    /// The work layout.
+    pub variant: Variant,
+    /// The reduction path.
+    pub reduction: Reduction,
+}
+
+impl From<Variant> for Strategy {
+    fn from(variant: Variant) -> Self {
+        Strategy {
+            variant,
+            reduction: Reduction::Auto,
+        }
+    }
+}
+
+/// The default variant for rows of `d` elements of `dtype`, `rows` rows, on a device with
+/// (`has_plane`) or without usable plane operations.
+///
+/// The rule:
+/// - [`Variant::PlanePerRow`] when `d <= 256`, or when `d <= 1024` and there are at least 1024
+///   rows (enough rows to give every group of 32 units its own row and still fill the device;
+///   with fewer rows a cube per row spreads the work wider). Without plane operations the bound
+///   rises to `d <= 2048`: each shared-memory barrier is then shared by all the rows of a cube,
+///   where a cube per row pays for it per row.
+/// - [`Variant::CubePerRow`] up to `d <= 8192`: with 256 units that is at most 32 f32 values
+///   of the row per unit, kept in registers, so `x` is read from memory exactly once.
+/// - [`Variant::CubePerRowLooped`] beyond.
+///
+/// `dtype` does not change the choice today: rows are held in registers as f32 whatever the
+/// storage type, so the register budget per element is the same; it is part of the signature
+/// (and of the autotune key) because the best crossover points do depend on it.
+pub fn choose_variant(d: usize, rows: usize, dtype: DType, has_plane: bool) -> Variant {
+    let _ = dtype;
+    let plane_row_max = if has_plane { 1024 } else { 2048 };
+    if d <= 256 || (d <= plane_row_max && rows >= 1024) {
+        Variant::PlanePerRow
+    } else if d <= 8192 {
+        Variant::CubePerRow
+    } else {
+        Variant::CubePerRowLooped
+    }
+}
+
+fn auto_strategy(dtype: DType) -> impl FnOnce(usize, usize, bool) -> Strategy {
+    move |d, rows, has_plane| choose_variant(d, rows, dtype, has_plane).into()
+}
+
+/// LayerNorm forward over the last dimension of `input`.
+///
+/// Returns `[out, mean, rstd]`: `out` has the input's dtype and shape (contiguous); `mean` and
+/// `rstd` are F32 with the input's shape without its last dimension (one value per row), `rstd`
+/// being `1 / sqrt(var + epsilon)` with the biased variance.
+///
+/// `weight` (gamma) and `bias` (beta) must have shape `[d]` and the input's dtype.
+///
+/// # Panics
+/// Before launching anything, if `input` is a scalar (rank 0) or has an empty last dimension,
+/// if gamma or beta has the wrong shape or dtype, if the dtype is not F32/F16/BF16 or not
+/// supported by the device, or if `epsilon` is negative or not finite.
+pub fn layer_norm_forward<R: cubecl::Runtime>(
+    client: &ComputeClient<R>,
+    input: TensorBuffer,
+    weight: TensorBuffer,
+    bias: Option<TensorBuffer>,
+    epsilon: f64,
+) -> [TensorBuffer; 3] {
+    let dtype = input.dtype;
+    forward::forward(client, input, weight, bias, epsilon, auto_strategy(dtype))
+}
+
+/// [`layer_norm_forward`] with a forced [`Variant`] or [`Strategy`].
+///
+/// # Panics
+/// As [`layer_norm_forward`]; also if a register variant cannot hold the row (more than
+/// [`MAX_VECTORS_PER_UNIT`] vectors per unit) or [`Reduction::Plane`] is forced on a device
+/// without plane operations.
+pub fn layer_norm_forward_with<R: cubecl::Runtime>(
+    client: &ComputeClient<R>,
+    input: TensorBuffer,
+    weight: TensorBuffer,
+    bias: Option<TensorBuffer>,
+    epsilon: f64,
+    strategy: impl Into<Strategy>,
+) -> [TensorBuffer; 3] {
+    let strategy = strategy.into();
+    forward::forward(client, input, weight, bias, epsilon, move |_, _, _| strategy)
+}
+
+/// LayerNorm backward: the gradients of `out = layer_norm(input, weight, bias)` given the
+/// upstream gradient `grad` (dy) and the forward's `mean` and `rstd`.
+///
+/// Returns `[dx, dgamma, dbeta]`: `dx` has the input's dtype and shape (contiguous); `dgamma`
+/// and `dbeta` have the weight's dtype and shape `[d]`. `dbeta` is the sum of `dy` over the
+/// rows; it does not depend on beta, so it is returned whether or not the forward had a beta,
+/// and callers without one may drop it. With zero rows, `dgamma` and `dbeta` are zeros.
+///
+/// `grad` must have the input's shape and dtype; `mean` and `rstd` must be F32 with one element
+/// per row (any shape, e.g. the forward's `[..]` or a keep-dim `[.., 1]`).
+///
+/// # Panics
+/// Before launching anything, on any mismatch above, or as [`layer_norm_forward`] for the
+/// input and weight.
+pub fn layer_norm_backward<R: cubecl::Runtime>(
+    client: &ComputeClient<R>,
+    input: TensorBuffer,
+    weight: TensorBuffer,
+    grad: TensorBuffer,
+    mean: TensorBuffer,
+    rstd: TensorBuffer,
+) -> [TensorBuffer; 3] {
+    let dtype = input.dtype;
+    backward::backward(
+        client,
+        input,
+        weight,
+        grad,
+        mean,
+        rstd,
+        auto_strategy(dtype),
+    )
+}
+
+/// [`layer_norm_backward`] with a forced [`Variant`] or [`Strategy`].
+///
+/// # Panics
+/// As [`layer_norm_backward`] and [`layer_norm_forward_with`].
+pub fn layer_norm_backward_with<R: cubecl::Runtime>(
+    client: &ComputeClient<R>,
+    input: TensorBuffer,
+    weight: TensorBuffer,
+    grad: TensorBuffer,
+    mean: TensorBuffer,
+    rstd: TensorBuffer,
+    strategy: impl Into<Strategy>,
+) -> [TensorBuffer; 3] {
+    let strategy = strategy.into();
+    backward::backward(client, input, weight, grad, mean, rstd, move |_, _, _| {
+        strategy
+    })
+}

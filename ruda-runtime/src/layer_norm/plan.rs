@@ -1,0 +1,177 @@
+//! Launch shapes: vector width, units per row, registers per unit, reduction path, grid size.
+
+use cubecl::{
+    client::ComputeClient, features::Plane, ir::AddressType, prelude::*, server::Handle,
+};
+
+use super::{Reduction, Strategy, Variant, validate::Problem};
+
+/// Largest number of vectors a unit may hold for the register variants (a hard cap for forced
+/// variants; [`super::choose_variant`] stays well below it).
+pub const MAX_VECTORS_PER_UNIT: usize = 32;
+/// Units per cube of the cube-per-row variants (and the rows-per-cube budget of plane-per-row).
+const CUBE_UNITS: usize = 256;
+/// Vectors per unit per chunk of the looped variants: four 16-byte loads in flight per unit.
+const LOOP_CHUNK: usize = 4;
+/// Upper bound on the f32 scratch of the backward column sums, per buffer, in elements (16 MiB).
+const MAX_PARTIAL_ELEMS: usize = 1 << 22;
+
+/// Plane size usable by the kernels, 0 when the shared-memory path must be used: the device must
+/// advertise plane operations with a fixed, power-of-two plane size.
+pub(crate) fn usable_plane_size<R: cubecl::Runtime>(client: &ComputeClient<R>) -> usize {
+    let props = client.properties();
+    let hw = &props.hardware;
+    if props.features.plane.contains(Plane::Ops)
+        && hw.plane_size_min == hw.plane_size_max
+        && hw.plane_size_max.is_power_of_two()
+        && hw.plane_size_max as usize <= CUBE_UNITS
+    {
+        hw.plane_size_max as usize
+    } else {
+        0
+    }
+}
+
+/// Everything a launch needs, decided on the host.
+#[derive(Clone, Debug)]
+pub(crate) struct Plan {
+    pub variant: Variant,
+    /// Elements per vector (`N`); divides `d`.
+    pub vector: usize,
+    /// Vectors per row.
+    pub d_vec: usize,
+    /// Units per row (`CUBE_DIM_X`), a power of two.
+    pub group_size: usize,
+    /// Rows per cube (`CUBE_DIM_Y`); 1 for the cube-per-row variants.
+    pub rows_per_cube: usize,
+    /// Register variants: vectors held per unit. Looped variant: vectors per unit per chunk.
+    pub vectors_per_unit: usize,
+    /// Plane size for plane reductions, 0 for the shared-memory path.
+    pub plane_size: usize,
+    /// Number of row tiles (`ceil(rows / rows_per_cube)`).
+    pub tiles: usize,
+}
+
+impl Plan {
+    pub(crate) fn new<R: cubecl::Runtime>(
+        client: &ComputeClient<R>,
+        problem: Problem,
+        elem_size: usize,
+        handles: &[&Handle],
+        strategy: Strategy,
+    ) -> Self {
+        let Problem { rows, d } = problem;
+        let device_plane = usable_plane_size(client);
+        let plane_size = match strategy.reduction {
+            Reduction::Auto => device_plane,
+            Reduction::SharedMemory => 0,
+            Reduction::Plane => {
+                assert!(
+                    device_plane > 0,
+                    "LayerNorm: Reduction::Plane was forced but this device does not advertise plane \
+                     operations with a fixed plane size (features: {:?}, plane size {}..={})",
+                    client.properties().features.plane,
+                    client.properties().hardware.plane_size_min,
+                    client.properties().hardware.plane_size_max,
+                );
+                device_plane
+            }
+        };
+        let vector = vector_size(client, d, elem_size, handles);
+        let d_vec = d / vector;
+        let max_units = (client.properties().hardware.max_units_per_cube as usize).min(CUBE_UNITS);
+        // A group spans whole planes when plane reductions are used.
+        let min_group = plane_size.max(1);
+
+        let (group_size, rows_per_cube, vectors_per_unit) = match strategy.variant {
+            Variant::PlanePerRow => {
+                let group = if plane_size > 0 { plane_size } else { 32 };
+                let rows_per_cube = (max_units / group).clamp(1, rows.max(1).next_power_of_two());
+                (group, rows_per_cube, d_vec.div_ceil(group))
+            }
+            Variant::CubePerRow => {
+                // About four vectors per unit, 256 units at most.
+                let group = d_vec
+                    .div_ceil(4)
+                    .next_power_of_two()
+                    .clamp(min_group.max(32).min(max_units), max_units);
+                (group, 1, d_vec.div_ceil(group))
+            }
+            Variant::CubePerRowLooped => (max_units.max(min_group), 1, LOOP_CHUNK),
+        };
+        if strategy.variant != Variant::CubePerRowLooped {
+            assert!(
+                vectors_per_unit <= MAX_VECTORS_PER_UNIT,
+                "LayerNorm: variant {:?} holds the row in registers and cannot fit d = {d} \
+                 ({d_vec} vectors of {vector} over {group_size} units, at most {MAX_VECTORS_PER_UNIT} \
+                 vectors per unit); use Variant::CubePerRowLooped",
+                strategy.variant
+            );
+        }
+        Plan {
+            variant: strategy.variant,
+            vector,
+            d_vec,
+            group_size,
+            rows_per_cube,
+            vectors_per_unit,
+            plane_size,
+            tiles: rows.div_ceil(rows_per_cube),
+        }
+    }
+
+    pub(crate) fn cube_dim(&self) -> CubeDim {
+        CubeDim::new_2d(self.group_size as u32, self.rows_per_cube as u32)
+    }
+
+    /// Forward grid: one cube per tile, up to the device's limit (cubes then loop over tiles).
+    pub(crate) fn forward_cubes<R: cubecl::Runtime>(&self, client: &ComputeClient<R>) -> usize {
+        let max = client.properties().hardware.max_cube_count.0 as usize;
+        self.tiles.min(max).max(1)
+    }
+
+    /// Backward grid: enough cubes to fill the device, not one per tile, since each cube also
+    /// writes `rows_per_cube` partial rows of `dgamma`/`dbeta` that must then be summed.
+    pub(crate) fn backward_cubes<R: cubecl::Runtime>(&self, client: &ComputeClient<R>) -> usize {
+        let hw = &client.properties().hardware;
+        let units_per_cube = self.group_size * self.rows_per_cube;
+        let resident = match hw.num_streaming_multiprocessors {
+            // About 2048 resident units per SM.
+            Some(sms) => sms as usize * (2048 / units_per_cube).max(1),
+            None => 256,
+        };
+        let by_scratch = (MAX_PARTIAL_ELEMS / (self.rows_per_cube * self.d_vec * self.vector)).max(1);
+        self.tiles
+            .min(resident)
+            .min(by_scratch)
+            .min(hw.max_cube_count.0 as usize)
+            .max(1)
+    }
+}
+
+/// The widest vector the device likes for this element size that divides `d` and that every
+/// buffer's start is aligned to.
+fn vector_size<R: cubecl::Runtime>(
+    client: &ComputeClient<R>,
+    d: usize,
+    elem_size: usize,
+    handles: &[&Handle],
+) -> usize {
+    client
+        .io_optimized_vector_sizes(elem_size)
+        .filter(|&v| {
+            d.is_multiple_of(v)
+                && handles.iter().all(|h| {
+                    h.offset_start
+                        .unwrap_or(0)
+                        .is_multiple_of((v * elem_size) as u64)
+                })
+        })
+        .max()
+        .unwrap_or(1)
+}
+
+/// Address width for buffers of at most `max_elems` elements.
+pub(crate) fn address_type(max_elems: usize) -> AddressType {
+    AddressType::from_len(max_elems)
+}

@@ -1,0 +1,51 @@
+//! The Ruda runtime layer.
+//!
+//! A ruda runtime is a [CubeCL runtime](cubecl::Runtime) that also implements [`Runtime`]: native
+//! fused LayerNorm hooks and a driver fingerprint for persistent autotuning. This crate provides
+//! the trait, the buffer type its hooks exchange ([`TensorBuffer`]), the two ruda runtimes
+//! ([`RudaCuda`] and [`RudaWgpu`]), the LayerNorm kernels, and device discovery ([`device`]).
+//!
+//! Everything a third party needs to write its own ruda runtime is re-exported here: the CubeCL
+//! crate itself and its client, compiler, server and task types.
+
+#![warn(missing_docs)]
+
+extern crate alloc;
+
+pub mod device;
+mod fingerprint;
+pub mod layer_norm;
+pub mod runtime;
+
+pub use fingerprint::{DriverFingerprint, fingerprint_hash};
+pub use runtime::backend::Runtime;
+pub use runtime::normalization::TensorBuffer;
+
+#[cfg(feature = "cuda")]
+pub use runtime::cuda::RudaCuda;
+#[cfg(feature = "wgpu")]
+pub use runtime::wgpu::RudaWgpu;
+
+/// CubeCL, re-exported so that a runtime author depends on `ruda_runtime` alone.
+pub use cubecl;
+/// burn-cubecl, whose `CubeTensor` converts to and from [`TensorBuffer`].
+pub use burn_cubecl;
+
+/// The CubeCL types a ruda runtime is made of.
+pub mod prelude {
+    pub use crate::{Runtime, TensorBuffer};
+    pub use burn_backend::DType;
+    pub use cubecl::{
+        Compiler, CubeTask, Runtime as CubeRuntime,
+        client::ComputeClient,
+        device::{Device, DeviceId},
+        ir::TargetProperties,
+        server::{ComputeServer, Handle},
+        zspace::{Shape, Strides},
+    };
+}
+
+/// The version of this crate, part of every fingerprint: a new runtime library gets a new one.
+pub const RUDA_RUNTIME_VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The CubeCL version this crate is built against, part of every fingerprint.
+pub const CUBECL_VERSION: &str = "0.10.0";

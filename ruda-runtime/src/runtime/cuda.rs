@@ -1,0 +1,255 @@
+//! `RudaCuda`: CubeCL's CUDA runtime as a ruda runtime.
+
+use alloc::{string::String, vec::Vec};
+
+use cubecl::{
+    Runtime as CubeclRuntime,
+    client::ComputeClient,
+    cuda::{CudaDevice, CudaRuntime},
+    device::DeviceId,
+    ir::TargetProperties,
+    server::ComputeServer,
+    zspace::{Shape, Strides},
+};
+
+use super::backend::Runtime;
+use super::normalization::TensorBuffer;
+use crate::fingerprint::{ClientRegistry, DriverFingerprint};
+
+/// NVIDIA GPUs through CubeCL's CUDA runtime (NVRTC-compiled kernels), with native LayerNorm.
+///
+/// It shares CubeCL's CUDA compiler, server and device: a `RudaCuda` client and a `CudaRuntime`
+/// client for the same device talk to the same server and memory pool.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RudaCuda;
+
+static CLIENTS: ClientRegistry<CudaDevice> = ClientRegistry::new();
+
+impl CubeclRuntime for RudaCuda {
+    type Compiler = <CudaRuntime as CubeclRuntime>::Compiler;
+    type Server = <CudaRuntime as CubeclRuntime>::Server;
+    type Device = CudaDevice;
+
+    fn client(device: &Self::Device) -> ComputeClient<Self> {
+        let client = ComputeClient::load(device);
+        CLIENTS.record(server_key(&client), device);
+        client
+    }
+
+    fn name(_client: &ComputeClient<Self>) -> &'static str {
+        // The inner runtime's name: CubeCL and burn-cubecl key compiler choices on it.
+        "cuda"
+    }
+
+    fn require_array_lengths() -> bool {
+        CudaRuntime::require_array_lengths()
+    }
+
+    fn max_cube_count() -> (u32, u32, u32) {
+        CudaRuntime::max_cube_count()
+    }
+
+    fn can_read_tensor(shape: &Shape, strides: &Strides) -> bool {
+        CudaRuntime::can_read_tensor(shape, strides)
+    }
+
+    fn target_properties() -> TargetProperties {
+        CudaRuntime::target_properties()
+    }
+
+    fn enumerate_devices(
+        type_id: u16,
+        info: &<Self::Server as ComputeServer>::Info,
+    ) -> Vec<DeviceId> {
+        CudaRuntime::enumerate_devices(type_id, info)
+    }
+
+    fn enumerate_all_devices(info: &<Self::Server as ComputeServer>::Info) -> Vec<DeviceId> {
+        CudaRuntime::enumerate_all_devices(info)
+    }
+}
+
+impl Runtime for RudaCuda {
+    fn has_native_layer_norm() -> bool {
+        true
+    }
+
+    fn layer_norm(
+        client: &ComputeClient<Self>,
+        input: TensorBuffer,
+        weight: TensorBuffer,
+        bias: Option<TensorBuffer>,
+        epsilon: f64,
+    ) -> [TensorBuffer; 3] {
+        crate::layer_norm::layer_norm_forward(client, input, weight, bias, epsilon)
+    }
+
+    fn layer_norm_backward(
+        client: &ComputeClient<Self>,
+        input: TensorBuffer,
+        weight: TensorBuffer,
+        grad: TensorBuffer,
+        mean: TensorBuffer,
+        rstd: TensorBuffer,
+    ) -> [TensorBuffer; 3] {
+        crate::layer_norm::layer_norm_backward(client, input, weight, grad, mean, rstd)
+    }
+
+    fn autotune_driver_fingerprint(client: &ComputeClient<Self>) -> Option<String> {
+        let device = CLIENTS.device(server_key(client))?;
+        CLIENTS.fingerprint_of(&device, |device| {
+            cuda_fingerprint(device.index).map(|f| f.to_string())
+        })
+    }
+}
+
+fn server_key(client: &ComputeClient<RudaCuda>) -> usize {
+    client.info() as *const _ as *const u8 as usize
+}
+
+/// Whether the CUDA driver library loads and reports at least one device.
+pub fn cuda_available() -> bool {
+    cuda_device_count() > 0
+}
+
+/// Number of CUDA devices the driver reports; 0 when no driver library is installed.
+pub fn cuda_device_count() -> usize {
+    // SAFETY: only probes whether the shared library can be opened.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return 0;
+    }
+    if cudarc::driver::result::init().is_err() {
+        return 0;
+    }
+    cudarc::driver::result::device::get_count().unwrap_or(0).max(0) as usize
+}
+
+/// What the driver says about one CUDA device.
+#[derive(Clone, Debug)]
+pub struct CudaDeviceReport {
+    /// Ordinal.
+    pub index: usize,
+    /// Marketing name, e.g. `NVIDIA H200`.
+    pub name: String,
+    /// Compute capability (major, minor).
+    pub compute_capability: (i32, i32),
+    /// Total device memory in bytes.
+    pub total_memory: u64,
+    /// The fingerprint [`RudaCuda`] reports for it.
+    pub fingerprint: Option<DriverFingerprint>,
+}
+
+/// Queries device `index` through the driver API, without creating a CubeCL server.
+pub fn cuda_device_report(index: usize) -> Option<CudaDeviceReport> {
+    use cudarc::driver::{result::device, sys::CUdevice_attribute::*};
+    if index >= cuda_device_count() {
+        return None;
+    }
+    let dev = device::get(index as i32).ok()?;
+    let name = device::get_name(dev).ok()?;
+    // SAFETY: `dev` is a valid device handle from the driver; attributes are read-only queries.
+    let (major, minor, total_memory) = unsafe {
+        let major =
+            device::get_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR).ok()?;
+        let minor =
+            device::get_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR).ok()?;
+        (major, minor, device::total_mem(dev).ok()? as u64)
+    };
+    Some(CudaDeviceReport {
+        index,
+        name,
+        compute_capability: (major, minor),
+        total_memory,
+        fingerprint: cuda_fingerprint(index),
+    })
+}
+
+/// Driver version, NVRTC version, device name, UUID and compute capability of device `index`.
+///
+/// `None` when the driver does not answer or the device has no UUID.
+pub fn cuda_fingerprint(index: usize) -> Option<DriverFingerprint> {
+    use cudarc::driver::{result::device, sys};
+    if index >= cuda_device_count() {
+        return None;
+    }
+    let dev = device::get(index as i32).ok()?;
+    let mut api_version = 0i32;
+    // SAFETY: the driver writes one integer into `api_version`.
+    let status = unsafe { sys::cuDriverGetVersion(&mut api_version) };
+    if status != sys::CUresult::CUDA_SUCCESS {
+        return None;
+    }
+    let uuid = device::get_uuid(dev).ok()?;
+    let uuid_hex: String = uuid
+        .bytes
+        .iter()
+        .map(|b| alloc::format!("{:02x}", *b as u8))
+        .collect();
+    if uuid_hex.chars().all(|c| c == '0') {
+        return None;
+    }
+    // SAFETY: read-only attribute queries on a valid device.
+    let (major, minor) = unsafe {
+        use sys::CUdevice_attribute::*;
+        (
+            device::get_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR).ok()?,
+            device::get_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR).ok()?,
+        )
+    };
+
+    let mut fingerprint = DriverFingerprint::new("cuda");
+    // The CUDA API version moves only with major driver branches; the kernel module's version
+    // string (Linux) names the exact driver build.
+    fingerprint.push(
+        "driver",
+        kernel_module_version().unwrap_or_else(|| "unknown".into()),
+    );
+    fingerprint.push(
+        "cuda-api",
+        alloc::format!("{}.{}", api_version / 1000, (api_version % 1000) / 10),
+    );
+    fingerprint.push("nvrtc", nvrtc_version().unwrap_or_else(|| "missing".into()));
+    fingerprint.push("device", device::get_name(dev).ok()?);
+    fingerprint.push("uuid", uuid_hex);
+    fingerprint.push("sm", alloc::format!("{major}.{minor}"));
+    Some(fingerprint)
+}
+
+fn nvrtc_version() -> Option<String> {
+    // SAFETY: only probes whether the shared library can be opened.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return None;
+    }
+    let (mut major, mut minor) = (0i32, 0i32);
+    // SAFETY: NVRTC writes two integers.
+    let status = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    (status == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS).then(|| alloc::format!("{major}.{minor}"))
+}
+
+/// The NVIDIA kernel module's version (e.g. `580.159.03`), from `/proc/driver/nvidia/version`.
+fn kernel_module_version() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
+    parse_nvidia_module_version(&text)
+}
+
+/// Extracts the version from the first line of `/proc/driver/nvidia/version`.
+pub(crate) fn parse_nvidia_module_version(text: &str) -> Option<String> {
+    let line = text.lines().next()?;
+    let after = line.split("Kernel Module").nth(1).unwrap_or(line);
+    after
+        .split_whitespace()
+        .find(|word| word.chars().next().is_some_and(|c| c.is_ascii_digit()) && word.contains('.'))
+        .map(String::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_version_is_parsed() {
+        let text = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.03  Thu Oct  2 2025\nGCC version: gcc 12\n";
+        assert_eq!(parse_nvidia_module_version(text).as_deref(), Some("580.159.03"));
+        assert_eq!(parse_nvidia_module_version(""), None);
+    }
+}

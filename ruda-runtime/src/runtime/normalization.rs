@@ -1,0 +1,208 @@
+//! [`TensorBuffer`], the currency of the LayerNorm hooks, and its conversions.
+
+use alloc::{boxed::Box, vec::Vec};
+
+use burn_backend::DType;
+use burn_cubecl::{CubeRuntime, tensor::CubeTensor};
+use cubecl::{
+    client::ComputeClient,
+    server::Handle,
+    std::tensor::TensorHandle,
+    zspace::{Shape, Strides, metadata::Metadata},
+};
+
+/// A device buffer with its logical layout: handle, shape, strides (in elements) and dtype.
+///
+/// It carries no runtime type parameter so that the hooks of [`crate::Runtime`] can take and
+/// return it whatever the runtime; it converts to and from burn-cubecl's [`CubeTensor`] and
+/// CubeCL's [`TensorHandle`] without copying.
+#[derive(Clone, Debug)]
+pub struct TensorBuffer {
+    /// The device memory.
+    pub handle: Handle,
+    /// The size of each dimension.
+    pub shape: Shape,
+    /// The distance, in elements, between two neighbours along each dimension.
+    pub strides: Strides,
+    /// The element type stored in `handle`.
+    pub dtype: DType,
+}
+
+impl TensorBuffer {
+    /// A buffer with the given layout.
+    pub fn new(handle: Handle, shape: Shape, strides: Strides, dtype: DType) -> Self {
+        assert_eq!(
+            shape.num_dims(),
+            strides.len(),
+            "TensorBuffer: shape {shape:?} and strides {strides:?} have different ranks"
+        );
+        Self {
+            handle,
+            shape,
+            strides,
+            dtype,
+        }
+    }
+
+    /// A buffer laid out row-major (the last dimension contiguous).
+    pub fn contiguous(handle: Handle, shape: Shape, dtype: DType) -> Self {
+        let strides = contiguous_strides(&shape);
+        Self::new(handle, shape, strides, dtype)
+    }
+
+    /// Allocates an uninitialised row-major buffer on `client`'s device.
+    pub fn empty<R: cubecl::Runtime>(client: &ComputeClient<R>, shape: Shape, dtype: DType) -> Self {
+        let bytes = shape.num_elements() * dtype.size();
+        let handle = client.empty(bytes.max(1));
+        Self::contiguous(handle, shape, dtype)
+    }
+
+    /// Uploads f32 values to `client`'s device, converted to `dtype` (f32, f16 or bf16).
+    pub fn from_f32s<R: cubecl::Runtime>(
+        client: &ComputeClient<R>,
+        values: &[f32],
+        shape: Shape,
+        dtype: DType,
+    ) -> Self {
+        assert_eq!(
+            values.len(),
+            shape.num_elements(),
+            "TensorBuffer::from_f32s: {} values for shape {shape:?}",
+            values.len()
+        );
+        let bytes: Vec<u8> = match dtype {
+            DType::F32 => bytemuck::cast_slice(values).to_vec(),
+            DType::F16 => values
+                .iter()
+                .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+                .collect(),
+            DType::BF16 => values
+                .iter()
+                .flat_map(|v| half::bf16::from_f32(*v).to_le_bytes())
+                .collect(),
+            other => panic!("TensorBuffer::from_f32s: dtype {other:?} is not a float type"),
+        };
+        // An empty buffer still needs a valid binding.
+        let handle = client.create_from_slice(if bytes.is_empty() { &[0u8; 4] } else { &bytes });
+        Self::contiguous(handle, shape, dtype)
+    }
+
+    /// Reads the buffer back as f32 values in row-major order of its shape, whatever its
+    /// strides (a strided buffer is gathered on the host).
+    pub fn to_f32s<R: cubecl::Runtime>(&self, client: &ComputeClient<R>) -> Vec<f32> {
+        let n = self.shape.num_elements();
+        if n == 0 {
+            return Vec::new();
+        }
+        // The highest element offset the layout touches, plus one.
+        let span = 1 + self
+            .shape
+            .iter()
+            .zip(self.strides.iter())
+            .map(|(&size, &stride)| (size - 1) * stride)
+            .sum::<usize>();
+        let bytes = client
+            .read_one(self.handle.clone())
+            .expect("TensorBuffer::to_f32s: reading the device buffer failed");
+        let size = self.dtype.size();
+        assert!(
+            bytes.len() >= span * size,
+            "TensorBuffer::to_f32s: buffer of {} bytes is shorter than its layout ({span} elements of {size} bytes)",
+            bytes.len()
+        );
+        let at = |i: usize| -> f32 {
+            let b = &bytes[i * size..(i + 1) * size];
+            match self.dtype {
+                DType::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                DType::F16 => half::f16::from_le_bytes([b[0], b[1]]).to_f32(),
+                DType::BF16 => half::bf16::from_le_bytes([b[0], b[1]]).to_f32(),
+                other => panic!("TensorBuffer::to_f32s: dtype {other:?} is not a float type"),
+            }
+        };
+        let rank = self.shape.num_dims();
+        let mut index = alloc::vec![0usize; rank];
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let offset: usize = index.iter().zip(self.strides.iter()).map(|(i, s)| i * s).sum();
+            out.push(at(offset));
+            for dim in (0..rank).rev() {
+                index[dim] += 1;
+                if index[dim] < self.shape[dim] {
+                    break;
+                }
+                index[dim] = 0;
+            }
+        }
+        out
+    }
+
+    /// Number of logical elements.
+    pub fn num_elements(&self) -> usize {
+        self.shape.num_elements()
+    }
+
+    /// Whether the layout is row-major with no gaps.
+    pub fn is_contiguous(&self) -> bool {
+        contiguous_strides(&self.shape)
+            .iter()
+            .zip(self.strides.iter())
+            .zip(self.shape.iter())
+            .all(|((expected, actual), &size)| size <= 1 || expected == actual)
+    }
+
+    /// Converts into burn-cubecl's tensor on `client`/`device` (no copy).
+    pub fn into_cube_tensor<R: CubeRuntime>(
+        self,
+        client: ComputeClient<R>,
+        device: R::Device,
+    ) -> CubeTensor<R> {
+        CubeTensor::new(
+            client,
+            self.handle,
+            Metadata::new(self.shape, self.strides),
+            device,
+            self.dtype,
+        )
+    }
+
+    /// Converts into CubeCL's standard-library tensor handle (no copy).
+    pub fn into_tensor_handle<R: cubecl::Runtime>(self) -> TensorHandle<R> {
+        let storage: cubecl::ir::StorageType = self.dtype.into();
+        TensorHandle::new(self.handle, self.shape, self.strides, storage)
+    }
+}
+
+impl<R: CubeRuntime> From<CubeTensor<R>> for TensorBuffer {
+    fn from(tensor: CubeTensor<R>) -> Self {
+        let meta: Box<Metadata> = tensor.meta;
+        Self::new(
+            tensor.handle,
+            meta.shape().clone(),
+            meta.strides().clone(),
+            tensor.dtype,
+        )
+    }
+}
+
+impl<R: cubecl::Runtime> From<TensorHandle<R>> for TensorBuffer {
+    fn from(tensor: TensorHandle<R>) -> Self {
+        let dtype = DType::from(tensor.dtype.elem_type());
+        Self::new(
+            tensor.handle,
+            tensor.metadata.shape().clone(),
+            tensor.metadata.strides().clone(),
+            dtype,
+        )
+    }
+}
+
+/// Row-major strides for `shape`.
+pub fn contiguous_strides(shape: &Shape) -> Strides {
+    let mut strides = alloc::vec![0usize; shape.num_dims()];
+    let mut current = 1;
+    for (dim, &size) in shape.iter().enumerate().rev() {
+        strides[dim] = current;
+        current *= size.max(1);
+    }
+    Strides::new(&strides)
+}

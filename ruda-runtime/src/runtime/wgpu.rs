@@ -1,0 +1,201 @@
+//! `RudaWgpu`: CubeCL's wgpu runtime as a ruda runtime.
+
+use alloc::{string::String, vec::Vec};
+
+use cubecl::{
+    Runtime as CubeclRuntime,
+    client::ComputeClient,
+    device::DeviceId,
+    ir::TargetProperties,
+    server::ComputeServer,
+    wgpu::{AutoGraphicsApi, GraphicsApi, WgpuDevice, WgpuRuntime},
+    zspace::{Shape, Strides},
+};
+
+use super::backend::Runtime;
+use super::normalization::TensorBuffer;
+use crate::fingerprint::{ClientRegistry, DriverFingerprint};
+
+/// Every wgpu adapter (Vulkan, Metal, DX12; Mesa's lavapipe on a CPU-only machine) through
+/// CubeCL's wgpu runtime, with native LayerNorm.
+///
+/// It shares CubeCL's wgpu compiler, server and device: a `RudaWgpu` client and a `WgpuRuntime`
+/// client for the same device talk to the same server and memory pool.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RudaWgpu;
+
+static CLIENTS: ClientRegistry<WgpuDevice> = ClientRegistry::new();
+
+impl CubeclRuntime for RudaWgpu {
+    type Compiler = <WgpuRuntime as CubeclRuntime>::Compiler;
+    type Server = <WgpuRuntime as CubeclRuntime>::Server;
+    type Device = WgpuDevice;
+
+    fn client(device: &Self::Device) -> ComputeClient<Self> {
+        let client = ComputeClient::load(device);
+        CLIENTS.record(server_key(&client), device);
+        client
+    }
+
+    fn name(client: &ComputeClient<Self>) -> &'static str {
+        // Same name as the inner runtime: CubeCL and burn-cubecl key compiler choices on it.
+        match client.info() {
+            wgpu::Backend::Vulkan => "wgpu<spirv>",
+            _ => "wgpu<wgsl>",
+        }
+    }
+
+    fn require_array_lengths() -> bool {
+        WgpuRuntime::require_array_lengths()
+    }
+
+    fn max_cube_count() -> (u32, u32, u32) {
+        WgpuRuntime::max_cube_count()
+    }
+
+    fn can_read_tensor(shape: &Shape, strides: &Strides) -> bool {
+        WgpuRuntime::can_read_tensor(shape, strides)
+    }
+
+    fn target_properties() -> TargetProperties {
+        WgpuRuntime::target_properties()
+    }
+
+    fn enumerate_devices(
+        type_id: u16,
+        info: &<Self::Server as ComputeServer>::Info,
+    ) -> Vec<DeviceId> {
+        WgpuRuntime::enumerate_devices(type_id, info)
+    }
+
+    fn enumerate_all_devices(info: &<Self::Server as ComputeServer>::Info) -> Vec<DeviceId> {
+        WgpuRuntime::enumerate_all_devices(info)
+    }
+}
+
+impl Runtime for RudaWgpu {
+    fn has_native_layer_norm() -> bool {
+        true
+    }
+
+    fn layer_norm(
+        client: &ComputeClient<Self>,
+        input: TensorBuffer,
+        weight: TensorBuffer,
+        bias: Option<TensorBuffer>,
+        epsilon: f64,
+    ) -> [TensorBuffer; 3] {
+        crate::layer_norm::layer_norm_forward(client, input, weight, bias, epsilon)
+    }
+
+    fn layer_norm_backward(
+        client: &ComputeClient<Self>,
+        input: TensorBuffer,
+        weight: TensorBuffer,
+        grad: TensorBuffer,
+        mean: TensorBuffer,
+        rstd: TensorBuffer,
+    ) -> [TensorBuffer; 3] {
+        crate::layer_norm::layer_norm_backward(client, input, weight, grad, mean, rstd)
+    }
+
+    fn autotune_driver_fingerprint(client: &ComputeClient<Self>) -> Option<String> {
+        let device = CLIENTS.device(server_key(client))?;
+        CLIENTS.fingerprint_of(&device, |device| {
+            let info = adapter_info(device)?;
+            wgpu_fingerprint(&info).map(|f| f.to_string())
+        })
+    }
+}
+
+fn server_key(client: &ComputeClient<RudaWgpu>) -> usize {
+    client.info() as *const _ as *const u8 as usize
+}
+
+/// The graphics API CubeCL's wgpu runtime uses on this platform (Vulkan on Linux).
+pub fn wgpu_backend() -> wgpu::Backend {
+    AutoGraphicsApi::backend()
+}
+
+fn instance() -> wgpu::Instance {
+    wgpu::Instance::new(wgpu::InstanceDescriptor {
+        backends: wgpu_backend().into(),
+        ..wgpu::InstanceDescriptor::new_without_display_handle()
+    })
+}
+
+/// Every adapter of CubeCL's graphics API, each with the [`WgpuDevice`] that selects it.
+pub fn wgpu_adapters() -> Vec<(WgpuDevice, wgpu::AdapterInfo)> {
+    let adapters =
+        cubecl::future::block_on(instance().enumerate_adapters(wgpu_backend().into()));
+    let (mut discrete, mut integrated, mut virtual_gpu, mut cpu) = (0, 0, 0, false);
+    let mut out = Vec::new();
+    for adapter in adapters {
+        let info = adapter.get_info();
+        // Numbered per type, in enumeration order, as CubeCL numbers them.
+        let device = match info.device_type {
+            wgpu::DeviceType::DiscreteGpu => {
+                discrete += 1;
+                WgpuDevice::DiscreteGpu(discrete - 1)
+            }
+            wgpu::DeviceType::IntegratedGpu => {
+                integrated += 1;
+                WgpuDevice::IntegratedGpu(integrated - 1)
+            }
+            wgpu::DeviceType::VirtualGpu => {
+                virtual_gpu += 1;
+                WgpuDevice::VirtualGpu(virtual_gpu - 1)
+            }
+            // CubeCL's `Cpu` device selects the first CPU adapter.
+            wgpu::DeviceType::Cpu if !cpu => {
+                cpu = true;
+                WgpuDevice::Cpu
+            }
+            _ => continue,
+        };
+        out.push((device, info));
+    }
+    out
+}
+
+/// The adapter CubeCL opens for `device`; `None` for devices made from an existing setup.
+pub fn adapter_info(device: &WgpuDevice) -> Option<wgpu::AdapterInfo> {
+    #[allow(deprecated)]
+    match device {
+        WgpuDevice::DefaultDevice | WgpuDevice::BestAvailable => {
+            let adapter = cubecl::future::block_on(instance().request_adapter(
+                &wgpu::RequestAdapterOptions {
+                    power_preference: wgpu::PowerPreference::HighPerformance,
+                    force_fallback_adapter: false,
+                    compatible_surface: None,
+                },
+            ))
+            .ok()?;
+            Some(adapter.get_info())
+        }
+        WgpuDevice::Existing(_) => None,
+        other => wgpu_adapters()
+            .into_iter()
+            .find(|(d, _)| d == other)
+            .map(|(_, info)| info),
+    }
+}
+
+/// Backend, adapter name, vendor and device ids, driver and driver info of an adapter.
+///
+/// `None` when the adapter does not say which driver it runs (both driver strings empty):
+/// without that, a driver update would go unnoticed.
+pub fn wgpu_fingerprint(info: &wgpu::AdapterInfo) -> Option<DriverFingerprint> {
+    if info.driver.trim().is_empty() && info.driver_info.trim().is_empty() {
+        return None;
+    }
+    let mut fingerprint = DriverFingerprint::new("wgpu");
+    fingerprint.push("backend", alloc::format!("{:?}", info.backend));
+    fingerprint.push("adapter", &info.name);
+    fingerprint.push("vendor", alloc::format!("0x{:04x}", info.vendor));
+    fingerprint.push("device", alloc::format!("0x{:04x}", info.device));
+    fingerprint.push("type", alloc::format!("{:?}", info.device_type));
+    fingerprint.push("driver", &info.driver);
+    fingerprint.push("driver-info", &info.driver_info);
+    Some(fingerprint)
+}
