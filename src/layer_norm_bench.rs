@@ -6,7 +6,6 @@ use burn::nn::{LayerNorm, LayerNormConfig};
 use burn::prelude::Backend;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, Tensor};
-use cubecl::Runtime as _;
 use ruda_runtime::layer_norm::{Strategy, layer_norm_backward_with, layer_norm_forward_with};
 use ruda_runtime::prelude::DType;
 use ruda_runtime::{Runtime, TensorBuffer};
@@ -106,15 +105,33 @@ pub fn native<R: Runtime>(
 ) -> Timing {
     let client = R::client(device);
     let (rows, d) = (case.rows, case.d);
-    let x = TensorBuffer::from_f32s(&client, &random_values(rows * d, 1), [rows, d].into(), case.dtype);
+    let x = TensorBuffer::from_f32s(
+        &client,
+        &random_values(rows * d, 1),
+        [rows, d].into(),
+        case.dtype,
+    );
     let gamma = TensorBuffer::from_f32s(&client, &random_values(d, 2), [d].into(), case.dtype);
     let beta = TensorBuffer::from_f32s(&client, &random_values(d, 3), [d].into(), case.dtype);
     let dy = TensorBuffer::from_f32s(&client, &vec![1.0; rows * d], [rows, d].into(), case.dtype);
     let sync = || cubecl::future::block_on(client.sync()).expect("device sync failed");
 
     let forward = || match strategy {
-        Some(s) => layer_norm_forward_with(&client, x.clone(), gamma.clone(), Some(beta.clone()), EPSILON, s),
-        None => R::layer_norm(&client, x.clone(), gamma.clone(), Some(beta.clone()), EPSILON),
+        Some(s) => layer_norm_forward_with(
+            &client,
+            x.clone(),
+            gamma.clone(),
+            Some(beta.clone()),
+            EPSILON,
+            s,
+        ),
+        None => R::layer_norm(
+            &client,
+            x.clone(),
+            gamma.clone(),
+            Some(beta.clone()),
+            EPSILON,
+        ),
     };
     let fwd_us = median_us(plan, || drop(forward()), sync);
     let fwdbwd_us = median_us(
@@ -122,8 +139,23 @@ pub fn native<R: Runtime>(
         || {
             let [_out, mean, rstd] = forward();
             let grads = match strategy {
-                Some(s) => layer_norm_backward_with(&client, x.clone(), gamma.clone(), dy.clone(), mean, rstd, s),
-                None => R::layer_norm_backward(&client, x.clone(), gamma.clone(), dy.clone(), mean, rstd),
+                Some(s) => layer_norm_backward_with(
+                    &client,
+                    x.clone(),
+                    gamma.clone(),
+                    dy.clone(),
+                    mean,
+                    rstd,
+                    s,
+                ),
+                None => R::layer_norm_backward(
+                    &client,
+                    x.clone(),
+                    gamma.clone(),
+                    dy.clone(),
+                    mean,
+                    rstd,
+                ),
             };
             drop(grads);
         },

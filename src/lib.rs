@@ -2,4 +2,6 @@
 //! of DESIGN.md and the LayerNorm benchmark cases, so that every table is measured one way.
 
 pub mod layer_norm_bench;
+pub mod layer_norm_checks;
+pub mod reference;
 pub mod timing;

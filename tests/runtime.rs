@@ -4,7 +4,7 @@
 use cubecl::prelude::*;
 use cubecl::wgpu::{WgpuDevice, WgpuRuntime};
 use ruda_runtime::device::{DeviceError, DeviceSpec, Inventory, RudaDevice};
-use ruda_runtime::{Runtime as RudaRuntimeTrait, RudaWgpu, TensorBuffer};
+use ruda_runtime::{RudaWgpu, Runtime as RudaRuntimeTrait, TensorBuffer};
 use serial_test::serial;
 
 /// A CubeCL runtime that knows nothing of ruda: it opts in with an empty impl.
@@ -56,8 +56,18 @@ fn empty_impl_has_no_native_layer_norm() {
 #[should_panic(expected = "runtime does not supply native LayerNorm")]
 fn empty_impl_layer_norm_panics_with_documented_message() {
     let client = PlainWgpu::client(&cpu());
-    let x = TensorBuffer::from_f32s(&client, &[1.0, 2.0], [1, 2].into(), ruda_runtime::prelude::DType::F32);
-    let gamma = TensorBuffer::from_f32s(&client, &[1.0, 1.0], [2].into(), ruda_runtime::prelude::DType::F32);
+    let x = TensorBuffer::from_f32s(
+        &client,
+        &[1.0, 2.0],
+        [1, 2].into(),
+        ruda_runtime::prelude::DType::F32,
+    );
+    let gamma = TensorBuffer::from_f32s(
+        &client,
+        &[1.0, 1.0],
+        [2].into(),
+        ruda_runtime::prelude::DType::F32,
+    );
     let _ = PlainWgpu::layer_norm(&client, x, gamma, None, 1e-5);
 }
 
@@ -66,9 +76,21 @@ fn empty_impl_layer_norm_panics_with_documented_message() {
 fn empty_impl_layer_norm_backward_panics_with_documented_message() {
     let client = PlainWgpu::client(&cpu());
     let t = |v: &[f32]| {
-        TensorBuffer::from_f32s(&client, v, [v.len()].into(), ruda_runtime::prelude::DType::F32)
+        TensorBuffer::from_f32s(
+            &client,
+            v,
+            [v.len()].into(),
+            ruda_runtime::prelude::DType::F32,
+        )
     };
-    let _ = PlainWgpu::layer_norm_backward(&client, t(&[1.0]), t(&[1.0]), t(&[1.0]), t(&[1.0]), t(&[1.0]));
+    let _ = PlainWgpu::layer_norm_backward(
+        &client,
+        t(&[1.0]),
+        t(&[1.0]),
+        t(&[1.0]),
+        t(&[1.0]),
+        t(&[1.0]),
+    );
 }
 
 #[cube(launch_unchecked)]
@@ -100,10 +122,16 @@ fn run_scale_shift<R: cubecl::Runtime>(device: &R::Device, data: &[f32]) -> Vec<
 
 #[test]
 fn kernel_through_ruda_wgpu_matches_cubecl_wgpu() {
-    let data: Vec<f32> = (0..1000).map(|i| ((i * 37) % 101) as f32 * 0.25 - 7.0).collect();
+    let data: Vec<f32> = (0..1000)
+        .map(|i| ((i * 37) % 101) as f32 * 0.25 - 7.0)
+        .collect();
     let ours = run_scale_shift::<RudaWgpu>(&cpu(), &data);
     let theirs = run_scale_shift::<WgpuRuntime>(&cpu(), &data);
-    let expected: Vec<f32> = data.iter().enumerate().map(|(i, v)| v * 3.0 - i as f32).collect();
+    let expected: Vec<f32> = data
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v * 3.0 - i as f32)
+        .collect();
     assert_eq!(ours, theirs);
     assert_eq!(ours, expected);
 }
@@ -132,7 +160,10 @@ fn fingerprint_is_stable_and_names_the_driver() {
         "fingerprint {first} lacks the adapter's driver info {driver_info:?}"
     );
     assert!(first.contains("backend=Vulkan"), "{first}");
-    assert!(first.contains("ruda-runtime=") && first.contains("cubecl=0.10.0"), "{first}");
+    assert!(
+        first.contains("ruda-runtime=") && first.contains("cubecl=0.10.0"),
+        "{first}"
+    );
     // Mesa names its version in the driver info ("Mesa 22.3.6 (LLVM 15.0.6)").
     if info.name.contains("llvmpipe") {
         assert!(first.contains("Mesa"), "{first}");
@@ -152,12 +183,20 @@ fn fingerprint_is_identical_across_processes() {
     let exe = std::env::current_exe().unwrap();
     let run = || {
         let out = std::process::Command::new(&exe)
-            .args(["--exact", "fingerprint_child", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "fingerprint_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env("RUDA_FINGERPRINT_CHILD", "1")
             .output()
             .expect("re-running the test binary");
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let start = text.find("FINGERPRINT<").expect("child printed its fingerprint") + 12;
+        let start = text
+            .find("FINGERPRINT<")
+            .expect("child printed its fingerprint")
+            + 12;
         let end = start + text[start..].find(">\n").unwrap();
         text[start..end].to_string()
     };
@@ -173,8 +212,14 @@ fn fingerprint_is_none_without_driver_strings() {
     info.driver_info.clear();
     assert!(ruda_runtime::runtime::wgpu::wgpu_fingerprint(&info).is_none());
     info.driver_info = "Mesa 99.0".into();
-    let changed = ruda_runtime::runtime::wgpu::wgpu_fingerprint(&info).unwrap().to_string();
-    assert_ne!(changed, cpu_fingerprint(), "another driver must give another fingerprint");
+    let changed = ruda_runtime::runtime::wgpu::wgpu_fingerprint(&info)
+        .unwrap()
+        .to_string();
+    assert_ne!(
+        changed,
+        cpu_fingerprint(),
+        "another driver must give another fingerprint"
+    );
 }
 
 #[test]
@@ -200,11 +245,22 @@ fn device_spec_parses_every_accepted_form() {
 
 #[test]
 fn device_spec_rejects_bad_values_listing_accepted_forms() {
-    for bad in ["gpu", "cuda:x", "cuda:-1", "wgpu:discrete:a", "wgpu:tpu", "cuda:0:1", "metal"] {
+    for bad in [
+        "gpu",
+        "cuda:x",
+        "cuda:-1",
+        "wgpu:discrete:a",
+        "wgpu:tpu",
+        "cuda:0:1",
+        "metal",
+    ] {
         let err = bad.parse::<DeviceSpec>().unwrap_err();
         let message = err.to_string();
         assert!(message.contains(bad), "{message}");
-        assert!(message.contains("cuda:N") && message.contains("wgpu:cpu"), "{message}");
+        assert!(
+            message.contains("cuda:N") && message.contains("wgpu:cpu"),
+            "{message}"
+        );
     }
 }
 
@@ -214,8 +270,15 @@ fn best_device_prefers_cuda_then_wgpu_gpus_then_cpu() {
         cuda_devices: cuda,
         wgpu_devices: wgpu,
     };
-    let all = vec![WgpuDevice::Cpu, WgpuDevice::IntegratedGpu(0), WgpuDevice::DiscreteGpu(0)];
-    assert_eq!(DeviceSpec::Auto.resolve_with(&inv(1, all.clone())), Ok(RudaDevice::Cuda(0)));
+    let all = vec![
+        WgpuDevice::Cpu,
+        WgpuDevice::IntegratedGpu(0),
+        WgpuDevice::DiscreteGpu(0),
+    ];
+    assert_eq!(
+        DeviceSpec::Auto.resolve_with(&inv(1, all.clone())),
+        Ok(RudaDevice::Cuda(0))
+    );
     assert_eq!(
         DeviceSpec::Auto.resolve_with(&inv(0, all.clone())),
         Ok(RudaDevice::Wgpu(WgpuDevice::DiscreteGpu(0)))
@@ -232,7 +295,10 @@ fn best_device_prefers_cuda_then_wgpu_gpus_then_cpu() {
         DeviceSpec::WgpuCpu.resolve_with(&inv(2, all.clone())),
         Ok(RudaDevice::Wgpu(WgpuDevice::Cpu))
     );
-    assert_eq!(DeviceSpec::Cuda(1).resolve_with(&inv(2, vec![])), Ok(RudaDevice::Cuda(1)));
+    assert_eq!(
+        DeviceSpec::Cuda(1).resolve_with(&inv(2, vec![])),
+        Ok(RudaDevice::Cuda(1))
+    );
 }
 
 #[test]
@@ -255,7 +321,10 @@ fn no_device_error_says_what_was_tried_and_how_to_get_one() {
         })
         .unwrap_err()
         .to_string();
-    assert!(missing_gpu.contains("cuda:3") && missing_gpu.contains("wgpu:cpu"), "{missing_gpu}");
+    assert!(
+        missing_gpu.contains("cuda:3") && missing_gpu.contains("wgpu:cpu"),
+        "{missing_gpu}"
+    );
 }
 
 #[test]
@@ -263,7 +332,10 @@ fn no_device_error_says_what_was_tried_and_how_to_get_one() {
 fn ruda_device_env_overrides_and_reports_bad_values() {
     // SAFETY: serialised with every other test that touches RUDA_DEVICE.
     unsafe { std::env::set_var("RUDA_DEVICE", "wgpu:cpu") };
-    assert_eq!(RudaDevice::from_env(), Ok(RudaDevice::Wgpu(WgpuDevice::Cpu)));
+    assert_eq!(
+        RudaDevice::from_env(),
+        Ok(RudaDevice::Wgpu(WgpuDevice::Cpu))
+    );
 
     unsafe { std::env::set_var("RUDA_DEVICE", "tpu:0") };
     let err = RudaDevice::from_env().unwrap_err();
@@ -271,7 +343,10 @@ fn ruda_device_env_overrides_and_reports_bad_values() {
     assert!(err.to_string().contains("tpu:0"));
 
     unsafe { std::env::set_var("RUDA_DEVICE", "wgpu:discrete:7") };
-    assert!(matches!(RudaDevice::from_env(), Err(DeviceError::NotFound { .. })));
+    assert!(matches!(
+        RudaDevice::from_env(),
+        Err(DeviceError::NotFound { .. })
+    ));
 
     unsafe { std::env::remove_var("RUDA_DEVICE") };
     // This machine (CI: no GPU, lavapipe installed) has at least the CPU adapter.

@@ -347,7 +347,7 @@ pub fn describe_all() -> Vec<DeviceDescription> {
 
     #[cfg(feature = "cuda")]
     {
-        use crate::{Runtime, RudaCuda, runtime::cuda};
+        use crate::{RudaCuda, Runtime, runtime::cuda};
         use cubecl::Runtime as _;
         for index in 0..cuda::cuda_device_count() {
             let Some(report) = cuda::cuda_device_report(index) else {
@@ -372,7 +372,7 @@ pub fn describe_all() -> Vec<DeviceDescription> {
 
     #[cfg(feature = "wgpu")]
     {
-        use crate::{Runtime, RudaWgpu, runtime::wgpu};
+        use crate::{RudaWgpu, Runtime, runtime::wgpu};
         use cubecl::Runtime as _;
         for (device, info) in wgpu::wgpu_adapters() {
             let client = RudaWgpu::client(&device);
@@ -402,7 +402,11 @@ pub fn print_devices() -> usize {
     let chosen = RudaDevice::from_env();
     let devices = describe_all();
     for d in &devices {
-        let mark = if chosen.as_ref() == Ok(&d.device) { "*" } else { " " };
+        let mark = if chosen.as_ref() == Ok(&d.device) {
+            "*"
+        } else {
+            " "
+        };
         std::println!("{mark}{}  runtime={}  {}", d.device, d.runtime, d.name);
         std::println!("    {}", d.details);
         std::println!(

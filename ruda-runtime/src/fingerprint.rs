@@ -100,7 +100,10 @@ impl<D: Clone + PartialEq> ClientRegistry<D> {
     ) -> Option<String> {
         {
             let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((_, _, Some(fp))) = entries.iter().find(|(_, d, fp)| d == device && fp.is_some()) {
+            if let Some((_, _, Some(fp))) = entries
+                .iter()
+                .find(|(_, d, fp)| d == device && fp.is_some())
+            {
                 return Some(fp.clone());
             }
         }

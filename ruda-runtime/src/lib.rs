@@ -26,10 +26,10 @@ pub use runtime::cuda::RudaCuda;
 #[cfg(feature = "wgpu")]
 pub use runtime::wgpu::RudaWgpu;
 
-/// CubeCL, re-exported so that a runtime author depends on `ruda_runtime` alone.
-pub use cubecl;
 /// burn-cubecl, whose `CubeTensor` converts to and from [`TensorBuffer`].
 pub use burn_cubecl;
+/// CubeCL, re-exported so that a runtime author depends on `ruda_runtime` alone.
+pub use cubecl;
 
 /// The CubeCL types a ruda runtime is made of.
 pub mod prelude {

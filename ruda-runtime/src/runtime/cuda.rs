@@ -121,7 +121,9 @@ pub fn cuda_device_count() -> usize {
     if cudarc::driver::result::init().is_err() {
         return 0;
     }
-    cudarc::driver::result::device::get_count().unwrap_or(0).max(0) as usize
+    cudarc::driver::result::device::get_count()
+        .unwrap_or(0)
+        .max(0) as usize
 }
 
 /// What the driver says about one CUDA device.
@@ -223,7 +225,8 @@ fn nvrtc_version() -> Option<String> {
     let (mut major, mut minor) = (0i32, 0i32);
     // SAFETY: NVRTC writes two integers.
     let status = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-    (status == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS).then(|| alloc::format!("{major}.{minor}"))
+    (status == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS)
+        .then(|| alloc::format!("{major}.{minor}"))
 }
 
 /// The NVIDIA kernel module's version (e.g. `580.159.03`), from `/proc/driver/nvidia/version`.
@@ -249,7 +252,10 @@ mod tests {
     #[test]
     fn module_version_is_parsed() {
         let text = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.03  Thu Oct  2 2025\nGCC version: gcc 12\n";
-        assert_eq!(parse_nvidia_module_version(text).as_deref(), Some("580.159.03"));
+        assert_eq!(
+            parse_nvidia_module_version(text).as_deref(),
+            Some("580.159.03")
+        );
         assert_eq!(parse_nvidia_module_version(""), None);
     }
 }

@@ -51,7 +51,11 @@ impl TensorBuffer {
     }
 
     /// Allocates an uninitialised row-major buffer on `client`'s device.
-    pub fn empty<R: cubecl::Runtime>(client: &ComputeClient<R>, shape: Shape, dtype: DType) -> Self {
+    pub fn empty<R: cubecl::Runtime>(
+        client: &ComputeClient<R>,
+        shape: Shape,
+        dtype: DType,
+    ) -> Self {
         let bytes = shape.num_elements() * dtype.size();
         let handle = client.empty(bytes.max(1));
         Self::contiguous(handle, shape, dtype)
@@ -123,7 +127,11 @@ impl TensorBuffer {
         let mut index = alloc::vec![0usize; rank];
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
-            let offset: usize = index.iter().zip(self.strides.iter()).map(|(i, s)| i * s).sum();
+            let offset: usize = index
+                .iter()
+                .zip(self.strides.iter())
+                .map(|(i, s)| i * s)
+                .sum();
             out.push(at(offset));
             for dim in (0..rank).rev() {
                 index[dim] += 1;

@@ -126,8 +126,7 @@ fn instance() -> wgpu::Instance {
 
 /// Every adapter of CubeCL's graphics API, each with the [`WgpuDevice`] that selects it.
 pub fn wgpu_adapters() -> Vec<(WgpuDevice, wgpu::AdapterInfo)> {
-    let adapters =
-        cubecl::future::block_on(instance().enumerate_adapters(wgpu_backend().into()));
+    let adapters = cubecl::future::block_on(instance().enumerate_adapters(wgpu_backend().into()));
     let (mut discrete, mut integrated, mut virtual_gpu, mut cpu) = (0, 0, 0, false);
     let mut out = Vec::new();
     for adapter in adapters {

@@ -1,0 +1,201 @@
+//! Every GPU check and benchmark of burn-ruda in one binary, for the GPU machine (which has no
+//! Rust toolchain): build it here, carry it there, run it beside `torch_layernorm.py`.
+//!
+//! ```text
+//! cargo build --release --example gpu_suite
+//! ./target/release/examples/gpu_suite            # all checks and benchmarks
+//! ./target/release/examples/gpu_suite --quick    # small shapes, few iterations (CPU adapters)
+//! ```
+//!
+//! Sections: the device list with fingerprints; LayerNorm correctness on CUDA and on the wgpu
+//! GPU (or the CPU adapter when there is no GPU) against an f64 host reference; benchmarks of the
+//! native kernels (default rule and every variant) and of Burn's composed LayerNorm under
+//! `burn::backend::Autodiff`, timed as DESIGN.md says (wall clock + sync, warm-up, median).
+//! Benchmark rows use `torch_layernorm.py`'s format. Exits non-zero if a check fails.
+
+use burn::backend::Autodiff;
+use ruda_runtime::Runtime;
+use ruda_runtime::layer_norm::{Reduction, Strategy, Variant};
+use ruda_runtime::prelude::DType;
+use ruda_suite::layer_norm_bench::{self as bench, Case, SHAPES};
+use ruda_suite::timing::TimingPlan;
+
+struct Options {
+    quick: bool,
+    burn: bool,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let options = Options {
+        quick: args.iter().any(|a| a == "--quick"),
+        burn: !args.iter().any(|a| a == "--no-burn"),
+    };
+    println!(
+        "# burn-ruda gpu_suite {}",
+        if options.quick { "(quick)" } else { "" }
+    );
+    println!("\n## Devices\n");
+    ruda_runtime::device::print_devices();
+
+    let mut failures = 0;
+
+    #[cfg(feature = "cuda")]
+    if ruda_runtime::runtime::cuda::cuda_device_count() > 0 {
+        let device = cubecl::cuda::CudaDevice::new(0);
+        failures += suite::<ruda_runtime::RudaCuda>("ruda-cuda", &device, &options);
+        if options.burn {
+            burn_baseline::<Autodiff<burn::backend::Cuda>>(
+                "burn-cuda",
+                &Default::default(),
+                &options,
+            );
+        }
+    }
+
+    #[cfg(feature = "wgpu")]
+    {
+        use cubecl::wgpu::WgpuDevice;
+        let devices: Vec<WgpuDevice> = ruda_runtime::runtime::wgpu::wgpu_adapters()
+            .into_iter()
+            .map(|(d, _)| d)
+            .collect();
+        let gpu = devices
+            .iter()
+            .find(|d| matches!(d, WgpuDevice::DiscreteGpu(_)));
+        let device = gpu
+            .cloned()
+            .or_else(|| devices.iter().find(|d| **d == WgpuDevice::Cpu).cloned());
+        if let Some(device) = device {
+            let name = if gpu.is_some() {
+                "ruda-vulkan"
+            } else {
+                "ruda-lavapipe"
+            };
+            failures += suite::<ruda_runtime::RudaWgpu>(name, &device, &options);
+            if options.burn {
+                let burn_name = if gpu.is_some() {
+                    "burn-vulkan"
+                } else {
+                    "burn-lavapipe"
+                };
+                burn_baseline::<Autodiff<burn::backend::Wgpu>>(burn_name, &device, &options);
+            }
+        }
+    }
+
+    println!("\n## Result\n\n{failures} check(s) failed");
+    if failures > 0 {
+        std::process::exit(1);
+    }
+}
+
+fn shapes(options: &Options) -> Vec<(usize, usize)> {
+    if options.quick {
+        vec![(256, 768), (1024, 1024), (128, 4096)]
+    } else {
+        SHAPES.to_vec()
+    }
+}
+
+fn plan(options: &Options) -> TimingPlan {
+    if options.quick {
+        TimingPlan::QUICK
+    } else {
+        TimingPlan::STANDARD
+    }
+}
+
+fn supports(client: &cubecl::client::ComputeClient<impl cubecl::Runtime>, dtype: DType) -> bool {
+    let storage: cubecl::ir::StorageType = dtype.into();
+    client.properties().supports_type(storage)
+}
+
+/// Correctness checks and native benchmarks of runtime `R` on `device`; returns the failures.
+fn suite<R: Runtime>(name: &str, device: &R::Device, options: &Options) -> usize {
+    let client = R::client(device);
+    println!("\n## {name}: LayerNorm checks against the f64 reference\n");
+    let failures = ruda_suite::layer_norm_checks::run_all(&client, !options.quick);
+
+    println!("\n## {name}: LayerNorm benchmarks (native kernels, default rule)\n");
+    println!("impl\tdtype\tshape\tfwd_us\tfwd_GBps\tfwdbwd_us\tfwdbwd_GBps");
+    for dtype in [DType::F32, DType::BF16, DType::F16] {
+        if !supports(&client, dtype) {
+            println!("# {dtype:?} not supported on this device: skipped");
+            continue;
+        }
+        if options.quick && dtype != DType::F32 {
+            continue;
+        }
+        for (rows, d) in shapes(options) {
+            let case = Case { rows, d, dtype };
+            let timing = bench::native::<R>(device, case, None, plan(options));
+            println!("{}", timing.row(name, &case));
+        }
+    }
+
+    println!("\n## {name}: every variant, f32\n");
+    println!("impl\tdtype\tshape\tfwd_us\tfwd_GBps\tfwdbwd_us\tfwdbwd_GBps");
+    let has_plane = client
+        .properties()
+        .features
+        .plane
+        .contains(cubecl::features::Plane::Ops);
+    for (rows, d) in shapes(options) {
+        let case = Case {
+            rows,
+            d,
+            dtype: DType::F32,
+        };
+        for variant in [
+            Variant::PlanePerRow,
+            Variant::CubePerRow,
+            Variant::CubePerRowLooped,
+        ] {
+            let mut reductions = vec![Reduction::SharedMemory];
+            if has_plane {
+                reductions.push(Reduction::Plane);
+            }
+            for reduction in reductions {
+                if !variant_fits(variant, d) {
+                    continue;
+                }
+                let strategy = Strategy { variant, reduction };
+                let timing = bench::native::<R>(device, case, Some(strategy), plan(options));
+                println!(
+                    "{}",
+                    timing.row(&format!("{name}/{variant:?}/{reduction:?}"), &case)
+                );
+            }
+        }
+    }
+    failures
+}
+
+/// Whether `variant` accepts rows of `d` (the register-held variants have a size limit).
+fn variant_fits(variant: Variant, d: usize) -> bool {
+    match variant {
+        Variant::PlanePerRow => d <= 32 * 4 * ruda_runtime::layer_norm::MAX_VECTORS_PER_UNIT,
+        Variant::CubePerRow => d <= 256 * 4 * ruda_runtime::layer_norm::MAX_VECTORS_PER_UNIT,
+        Variant::CubePerRowLooped => true,
+    }
+}
+
+/// Burn's own LayerNorm (composed ops) under Burn's autodiff, f32, the same shapes.
+fn burn_baseline<B: burn::tensor::backend::AutodiffBackend>(
+    name: &str,
+    device: &B::Device,
+    options: &Options,
+) {
+    println!("\n## {name}: burn::nn::LayerNorm under burn::backend::Autodiff (composed), f32\n");
+    println!("impl\tdtype\tshape\tfwd_us\tfwd_GBps\tfwdbwd_us\tfwdbwd_GBps");
+    for (rows, d) in shapes(options) {
+        let case = Case {
+            rows,
+            d,
+            dtype: DType::F32,
+        };
+        let timing = bench::burn_composed::<B>(device, rows, d, plan(options));
+        println!("{}", timing.row(name, &case));
+    }
+}
