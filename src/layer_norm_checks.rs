@@ -594,9 +594,12 @@ pub fn gpu_shapes<Rt: Runtime>(client: &ComputeClient<Rt>) {
     Case::new("16384x1024", &[16384, 1024]).run(client);
 }
 
+/// One group of checks.
+type Check<Rt> = fn(&ComputeClient<Rt>);
+
 /// Runs every group on `client`, printing one line per group; returns the number that failed.
 pub fn run_all<Rt: Runtime>(client: &ComputeClient<Rt>, include_gpu_shapes: bool) -> usize {
-    let mut groups: Vec<(&str, fn(&ComputeClient<Rt>))> = vec![
+    let mut groups: Vec<(&str, Check<Rt>)> = vec![
         ("every variant, f32", every_variant_f32::<Rt>),
         (
             "forced shared-memory reduction",

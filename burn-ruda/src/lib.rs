@@ -1,11 +1,68 @@
 //! burn-ruda: the Burn backend for ruda devices.
 //!
-//! The backend type `Ruda<R>` and its autodiff decorator are being built (see the project's
-//! issues); today this crate re-exports the runtime layer it will sit on, so that the device
-//! types users name do not move when the backend lands.
+//! [`Ruda`] is a Burn backend: every tensor operation is Burn's own (burn-cubecl's kernels,
+//! behind Burn's fusion engine when the `fusion` feature is on), and LayerNorm is the ruda
+//! runtime's native fused kernel. [`Autodiff`] is a drop-in for `burn::backend::Autodiff` that
+//! also runs the LayerNorm *backward* as one native kernel.
+//!
+//! ```text
+//! // Before                                  // After
+//! type B = Autodiff<burn::backend::Wgpu>;    type B = burn_ruda::Autodiff<burn_ruda::Ruda>;
+//! ```
+//!
+//! ```no_run
+//! use burn_backend::{Backend, TensorData, ops::{FloatTensorOps, ModuleOps}};
+//!
+//! type B = burn_ruda::Autodiff<burn_ruda::Ruda>;
+//! let device = Default::default();
+//! let x = B::float_from_data(TensorData::new(vec![1.0f32, 2.0, 4.0], [1, 3]), &device);
+//! let gamma = B::float_from_data(TensorData::new(vec![1.0f32; 3], [3]), &device);
+//! let y = B::layer_norm(x, gamma, None, 1e-5);
+//! # let _ = y;
+//! ```
+//!
+//! With `burn` itself, the same swap is one type alias: models generic over `B: Backend`
+//! (`burn::nn::LayerNorm`, `burn::nn::transformer::*`) then use the native kernels unchanged.
+//!
+//! # How it is built
+//! - [`signatures`]: the one list of Burn 0.21's backend method signatures and the macros that
+//!   generate the delegating implementations of [`Ruda`] and [`Autodiff`] from it.
+//! - [`layer_norm`]: the native LayerNorm as a custom operation of the fusion stream, and the
+//!   [`LayerNormBackend`] trait the autodiff decorator uses.
+//! - [`autodiff`]: the decorator, recording LayerNorm as one autodiff node.
+//!
+//! # Features
+//! - `fusion` (default): delegate to `burn_fusion::Fusion<CubeBackend<R>>`; the native
+//!   LayerNorm kernels are custom operations of the fusion stream. Without it, `Ruda`
+//!   delegates to `CubeBackend<R>` and launches them directly.
+//! - `wgpu`, `cuda` (default): the runtimes [`RudaWgpu`] and [`RudaCuda`].
+//!
+//! # Not done yet
+//! - Only `layer_norm` is native; every other op (including the other normalizations) is
+//!   Burn's.
+//! - The native LayerNorm node is not recomputed under Burn's `BalancedCheckpointing`: it is
+//!   recorded as compute-bound, so its statistics are kept for the backward.
+//! - [`Autodiff`] requires a [`LayerNormBackend`] inner backend (any [`Ruda`]); for other
+//!   backends use `burn::backend::Autodiff`.
 
-pub use ruda_runtime::device::{DeviceError, RudaDevice};
+#![warn(missing_docs)]
+
+#[macro_use]
+pub mod signatures;
+
+pub mod autodiff;
+pub mod backend;
+pub mod layer_norm;
+pub mod rebind;
+
+pub use autodiff::Autodiff;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub use backend::DefaultRuntime;
+pub use backend::{Inner, Ruda};
+pub use layer_norm::LayerNormBackend;
+
 #[cfg(feature = "cuda")]
 pub use ruda_runtime::RudaCuda;
 #[cfg(feature = "wgpu")]
 pub use ruda_runtime::RudaWgpu;
+pub use ruda_runtime::device::{DeviceError, RudaDevice};

@@ -1,0 +1,247 @@
+//! [`Autodiff`]: Burn's autodiff with LayerNorm recorded as one node with a native backward.
+//!
+//! Burn 0.21's `Autodiff<B>` never calls `B::layer_norm`: its `ModuleOps` composes LayerNorm
+//! from differentiable primitives (about ten nodes, ten forward kernels and more backward
+//! ones). This decorator delegates every operation to `burn_autodiff::Autodiff<B, C>` (same
+//! tensors, same [`Gradients`], same graph) from the same signature list as [`crate::Ruda`],
+//! except `layer_norm`, which it records as a single node whose forward is
+//! [`LayerNormBackend::layer_norm_native`] and whose backward is
+//! [`LayerNormBackend::layer_norm_native_backward`]. When the backend has no native LayerNorm,
+//! `layer_norm` is Burn's composed one.
+
+use core::fmt;
+use core::marker::PhantomData;
+
+use burn_autodiff::{
+    checkpoint::{
+        base::Checkpointer,
+        strategy::{CheckpointStrategy, NoCheckpointing},
+    },
+    grads::Gradients,
+    ops::{Backward, Ops, OpsKind},
+};
+use burn_backend::{AutodiffBackend, Backend, BackendTypes, ops::ModuleOps, tensor::FloatTensor};
+
+use crate::layer_norm::{LayerNormBackend, native_applies};
+use crate::signatures::*;
+
+/// Burn's autodiff over `B`, with LayerNorm forward and backward as native kernels.
+///
+/// A drop-in for `burn::backend::Autodiff<B, C>`: the same tensor primitives, the same
+/// [`Gradients`], the same checkpointing strategies `C`. It requires `B` to be a
+/// [`LayerNormBackend`] ([`crate::Ruda`] is one).
+///
+/// ```no_run
+/// use burn_backend::{AutodiffBackend, Backend, TensorData, ops::{FloatTensorOps, ModuleOps}};
+///
+/// // Before: type B = burn::backend::Autodiff<burn::backend::Wgpu>;
+/// type B = burn_ruda::Autodiff<burn_ruda::Ruda>;
+///
+/// let device = Default::default();
+/// let x = B::float_from_data(TensorData::new(vec![1.0f32, 2.0, 4.0, 8.0], [2, 2]), &device);
+/// let x = B::float_set_require_grad(x, true);
+/// let gamma = B::float_from_data(TensorData::new(vec![1.0f32, 1.0], [2]), &device);
+/// let y = B::layer_norm(x.clone(), gamma, None, 1e-5);
+/// let grads = B::backward(B::float_sum(y));
+/// let dx = B::grad(&x, &grads);
+/// # let _ = dx;
+/// ```
+pub struct Autodiff<B, C = NoCheckpointing> {
+    _marker: PhantomData<fn() -> (B, C)>,
+}
+
+/// The decorator `Autodiff<B, C>` delegates to.
+type AdInner<B, C> = burn_autodiff::Autodiff<B, C>;
+
+impl<B, C> Clone for Autodiff<B, C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B, C> Copy for Autodiff<B, C> {}
+
+impl<B, C> Default for Autodiff<B, C> {
+    fn default() -> Self {
+        Self {
+            _marker: PhantomData,
+        }
+    }
+}
+
+impl<B, C> fmt::Debug for Autodiff<B, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("burn_ruda::Autodiff")
+    }
+}
+
+impl<B: LayerNormBackend, C: CheckpointStrategy> BackendTypes for Autodiff<B, C> {
+    type Device = <AdInner<B, C> as BackendTypes>::Device;
+    type FloatTensorPrimitive = <AdInner<B, C> as BackendTypes>::FloatTensorPrimitive;
+    type FloatElem = <AdInner<B, C> as BackendTypes>::FloatElem;
+    type IntTensorPrimitive = <AdInner<B, C> as BackendTypes>::IntTensorPrimitive;
+    type IntElem = <AdInner<B, C> as BackendTypes>::IntElem;
+    type BoolTensorPrimitive = <AdInner<B, C> as BackendTypes>::BoolTensorPrimitive;
+    type BoolElem = <AdInner<B, C> as BackendTypes>::BoolElem;
+    type QuantizedTensorPrimitive = <AdInner<B, C> as BackendTypes>::QuantizedTensorPrimitive;
+}
+
+// Every backend trait, from the same list as `Ruda`.
+with_backend_signatures!(delegate_backend! {
+    {
+        impl [B, C] Autodiff<B, C> => AdInner<B, C>;
+        where [B: LayerNormBackend, C: CheckpointStrategy];
+        own AutodiffOwnOps
+    }
+});
+
+// `AutodiffBackend`, delegated the same way.
+delegate_backend! {
+    {
+        impl [B, C] Autodiff<B, C> => AdInner<B, C>;
+        where [B: LayerNormBackend, C: CheckpointStrategy];
+        own AutodiffOwnOps
+    }
+    backend AutodiffBackend [type InnerBackend = B; type Gradients = Gradients;] {
+        fn backward(tensor: FloatTensor<Self>) -> Gradients;
+        fn grad(tensor: &FloatTensor<Self>, grads: &Gradients) -> Option<FloatTensor<B>>;
+        fn grad_remove(tensor: &FloatTensor<Self>, grads: &mut Gradients) -> Option<FloatTensor<B>>;
+        fn grad_replace(tensor: &FloatTensor<Self>, grads: &mut Gradients, grad: FloatTensor<B>);
+        fn inner(tensor: FloatTensor<Self>) -> FloatTensor<B>;
+        fn int_inner(tensor: IntTensor<Self>) -> IntTensor<B>;
+        fn bool_inner(tensor: BoolTensor<Self>) -> BoolTensor<B>;
+        fn q_inner(tensor: QuantizedTensor<Self>) -> QuantizedTensor<B>;
+        fn from_inner(tensor: FloatTensor<B>) -> FloatTensor<Self>;
+        fn int_from_inner(tensor: IntTensor<B>) -> IntTensor<Self>;
+        fn bool_from_inner(tensor: BoolTensor<B>) -> BoolTensor<Self>;
+        fn q_from_inner(tensor: QuantizedTensor<B>) -> QuantizedTensor<Self>;
+    }
+}
+
+/// The methods of the signature list the decorator implements itself (`#[own]` in the list).
+trait AutodiffOwnOps: Backend {
+    fn layer_norm(
+        tensor: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: Option<FloatTensor<Self>>,
+        epsilon: f64,
+    ) -> FloatTensor<Self>;
+}
+
+/// The backward of the native LayerNorm node. Its parents are `[x, gamma]` or
+/// `[x, gamma, beta]`.
+#[derive(Debug)]
+struct NativeLayerNormBackward;
+
+/// What the backward needs from the forward: the input, gamma and the forward's statistics.
+#[derive(Clone, Debug)]
+struct NativeLayerNormState<B: Backend> {
+    tensor: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    mean: FloatTensor<B>,
+    rstd: FloatTensor<B>,
+}
+
+impl NativeLayerNormBackward {
+    /// Runs the native backward once and registers the gradient of every parent that wants one.
+    fn run<B: LayerNormBackend, const N: usize>(
+        ops: Ops<NativeLayerNormState<B>, N>,
+        grads: &mut Gradients,
+    ) {
+        let grad = grads.consume::<B>(&ops.node);
+        let state = ops.state;
+        let outputs =
+            B::layer_norm_native_backward(state.tensor, state.gamma, grad, state.mean, state.rstd);
+        // Parents are [x, gamma, beta?]; outputs are [dx, dgamma, dbeta].
+        for (parent, gradient) in ops.parents.into_iter().zip(outputs) {
+            if let Some(node) = parent {
+                grads.register::<B>(node.id, gradient);
+            }
+        }
+    }
+}
+
+impl<B: LayerNormBackend> Backward<B, 2> for NativeLayerNormBackward {
+    type State = NativeLayerNormState<B>;
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        Self::run::<B, 2>(ops, grads);
+    }
+}
+
+impl<B: LayerNormBackend> Backward<B, 3> for NativeLayerNormBackward {
+    type State = NativeLayerNormState<B>;
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        Self::run::<B, 3>(ops, grads);
+    }
+}
+
+/// Records the native LayerNorm as one node with `N` parents (`inputs` are their primitives:
+/// `[x, gamma]` or `[x, gamma, beta]`).
+macro_rules! record_native_layer_norm {
+    ($B:ty, $C:ty, $nodes:expr, $tensor:expr, $gamma:expr, $beta:expr, $epsilon:expr) => {{
+        let prep = Backward::<$B, _>::prepare::<$C>(NativeLayerNormBackward, $nodes)
+            .compute_bound()
+            .stateful();
+        match prep {
+            OpsKind::Tracked(prep) => {
+                let [out, mean, rstd] =
+                    <$B>::layer_norm_native($tensor.clone(), $gamma.clone(), $beta, $epsilon);
+                let state = NativeLayerNormState {
+                    tensor: $tensor,
+                    gamma: $gamma,
+                    mean,
+                    rstd,
+                };
+                prep.finish(state, out)
+            }
+            OpsKind::UnTracked(prep) => {
+                let [out, _, _] = <$B>::layer_norm_native($tensor, $gamma, $beta, $epsilon);
+                prep.finish(out)
+            }
+        }
+    }};
+}
+
+impl<B: LayerNormBackend, C: CheckpointStrategy> AutodiffOwnOps for Autodiff<B, C> {
+    fn layer_norm(
+        tensor: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: Option<FloatTensor<Self>>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        if !native_applies::<B>(&tensor.primitive) {
+            // Burn's composed LayerNorm, differentiated op by op.
+            return <AdInner<B, C> as ModuleOps<AdInner<B, C>>>::layer_norm(
+                tensor, gamma, beta, epsilon,
+            );
+        }
+        match beta {
+            Some(beta) => {
+                let nodes = [tensor.node.clone(), gamma.node.clone(), beta.node.clone()];
+                record_native_layer_norm!(
+                    B,
+                    C,
+                    nodes,
+                    tensor.primitive,
+                    gamma.primitive,
+                    Some(beta.primitive),
+                    epsilon
+                )
+            }
+            None => {
+                let nodes = [tensor.node.clone(), gamma.node.clone()];
+                record_native_layer_norm!(
+                    B,
+                    C,
+                    nodes,
+                    tensor.primitive,
+                    gamma.primitive,
+                    None,
+                    epsilon
+                )
+            }
+        }
+    }
+}
