@@ -4,17 +4,16 @@ use burn_backend::DType;
 use cubecl::{client::ComputeClient, prelude::*, zspace::Shape};
 
 use super::{
-    Strategy, Variant,
+    Strategy, Variant, choose_variant,
     kernels::backward::{backward_looped, backward_registers, reduce_partials},
-    layout::{array_arg, into_contiguous},
+    layout::{array_arg, into_contiguous, needs_copy},
     plan::{Plan, address_type},
     validate::check_backward,
 };
 use crate::runtime::normalization::TensorBuffer;
 
-/// Column vectors per cube of the final reduction, and partial rows summed in parallel per column.
-const REDUCE_COLUMNS: usize = 32;
-const REDUCE_SPLITS: usize = 8;
+/// Units per cube of the final column reduction.
+const REDUCE_UNITS: usize = 256;
 
 pub(crate) fn backward<R: cubecl::Runtime>(
     client: &ComputeClient<R>,
@@ -23,7 +22,7 @@ pub(crate) fn backward<R: cubecl::Runtime>(
     grad: TensorBuffer,
     mean: TensorBuffer,
     rstd: TensorBuffer,
-    strategy: impl FnOnce(usize, usize, bool) -> Strategy,
+    forced: Option<Strategy>,
 ) -> [TensorBuffer; 3] {
     let problem = check_backward(client, &input, &weight, &grad, &mean, &rstd);
     let d = problem.d;
@@ -39,25 +38,35 @@ pub(crate) fn backward<R: cubecl::Runtime>(
     let dgamma = TensorBuffer::empty(client, Shape::new([d]), weight.dtype);
     let dbeta = TensorBuffer::empty(client, Shape::new([d]), weight.dtype);
 
+    // Plan first (a forced strategy may panic), then copy strided buffers: nothing is launched
+    // before every check has passed. Copies are fresh, aligned allocations, so only the buffers
+    // used in place constrain the vector width.
+    let has_plane = super::plan::usable_plane_size(client) > 0;
+    let strategy =
+        forced.unwrap_or_else(|| choose_variant(d, problem.rows, input.dtype, has_plane).into());
+    let in_place = [&input, &weight, &grad, &dx, &dgamma, &dbeta];
+    let handles: alloc::vec::Vec<_> = in_place
+        .into_iter()
+        .filter(|b| !needs_copy(b))
+        .map(|b| &b.handle)
+        .collect();
+    let plan = Plan::new(
+        client,
+        problem,
+        input.dtype.size(),
+        &handles,
+        strategy,
+        forced.is_some(),
+    );
+
     let input = into_contiguous(client, input);
     let weight = into_contiguous(client, weight);
     let grad = into_contiguous(client, grad);
     let mean = into_contiguous(client, mean);
     let rstd = into_contiguous(client, rstd);
-    let has_plane = super::plan::usable_plane_size(client) > 0;
-    let strategy = strategy(d, problem.rows, has_plane);
-
-    let handles = [
-        &input.handle,
-        &weight.handle,
-        &grad.handle,
-        &dx.handle,
-        &dgamma.handle,
-        &dbeta.handle,
-    ];
-    let plan = Plan::new(client, problem, input.dtype.size(), &handles, strategy);
     let cubes = plan.backward_cubes(client);
-    let num_partials = cubes * plan.rows_per_cube;
+    // One partial row of dgamma/dbeta per cube.
+    let num_partials = cubes;
     let partial_shape = Shape::new([num_partials, d]);
     let dgamma_partial = TensorBuffer::empty(client, partial_shape.clone(), DType::F32);
     let dbeta_partial = TensorBuffer::empty(client, partial_shape, DType::F32);
@@ -119,11 +128,15 @@ pub(crate) fn backward<R: cubecl::Runtime>(
             ),
         }
 
-        let reduce_cubes = plan.d_vec.div_ceil(REDUCE_COLUMNS);
+        // A few column vectors per cube (64 contiguous bytes of each partial row) and the rest
+        // of the cube on partial rows, so that a narrow `d` still spreads over many units.
+        let columns = (16 / plan.vector).clamp(1, 16);
+        let splits = REDUCE_UNITS / columns;
+        let reduce_cubes = plan.d_vec.div_ceil(columns);
         reduce_partials::launch_unchecked::<R>(
             client,
             CubeCount::new_1d(reduce_cubes as u32),
-            CubeDim::new_2d(REDUCE_COLUMNS as u32, REDUCE_SPLITS as u32),
+            CubeDim::new_2d(columns as u32, splits as u32),
             addr,
             plan.vector,
             array_arg(&dgamma_partial, num_partials * d),
@@ -132,8 +145,8 @@ pub(crate) fn backward<R: cubecl::Runtime>(
             array_arg(&dbeta, d),
             num_partials,
             plan.d_vec,
-            REDUCE_COLUMNS,
-            REDUCE_SPLITS,
+            columns,
+            splits,
             dtype,
         );
     }

@@ -4,9 +4,9 @@ use burn_backend::DType;
 use cubecl::{client::ComputeClient, prelude::*};
 
 use super::{
-    Strategy, Variant,
+    Strategy, Variant, choose_variant,
     kernels::forward::{forward_looped, forward_registers},
-    layout::{array_arg, into_contiguous},
+    layout::{array_arg, into_contiguous, needs_copy},
     plan::{Plan, address_type},
     validate::check_forward,
 };
@@ -18,7 +18,7 @@ pub(crate) fn forward<R: cubecl::Runtime>(
     weight: TensorBuffer,
     bias: Option<TensorBuffer>,
     epsilon: f64,
-    strategy: impl FnOnce(usize, usize, bool) -> Strategy,
+    forced: Option<Strategy>,
 ) -> [TensorBuffer; 3] {
     let problem = check_forward(client, &input, &weight, bias.as_ref(), epsilon);
     let rank = input.shape.num_dims();
@@ -31,18 +31,31 @@ pub(crate) fn forward<R: cubecl::Runtime>(
         return [out, mean, rstd];
     }
 
+    // Plan first (a forced strategy may panic), then copy strided buffers: nothing is launched
+    // before every check has passed. Copies are fresh, aligned allocations, so only the buffers
+    // used in place constrain the vector width.
+    let has_plane = super::plan::usable_plane_size(client) > 0;
+    let strategy = forced
+        .unwrap_or_else(|| choose_variant(problem.d, problem.rows, input.dtype, has_plane).into());
+    let in_place = [Some(&input), Some(&weight), bias.as_ref(), Some(&out)];
+    let handles: alloc::vec::Vec<_> = in_place
+        .into_iter()
+        .flatten()
+        .filter(|b| !needs_copy(b))
+        .map(|b| &b.handle)
+        .collect();
+    let plan = Plan::new(
+        client,
+        problem,
+        input.dtype.size(),
+        &handles,
+        strategy,
+        forced.is_some(),
+    );
+
     let input = into_contiguous(client, input);
     let weight = into_contiguous(client, weight);
     let bias = bias.map(|b| into_contiguous(client, b));
-    let has_plane = super::plan::usable_plane_size(client) > 0;
-    let strategy = strategy(problem.d, problem.rows, has_plane);
-
-    let elem_size = input.dtype.size();
-    let mut handles = alloc::vec![&input.handle, &weight.handle, &out.handle];
-    if let Some(b) = &bias {
-        handles.push(&b.handle);
-    }
-    let plan = Plan::new(client, problem, elem_size, &handles, strategy);
 
     let n = problem.rows * problem.d;
     let dtype: StorageType = input.dtype.into();

@@ -4,6 +4,11 @@ use cubecl::{client::ComputeClient, prelude::*};
 
 use crate::runtime::normalization::TensorBuffer;
 
+/// Whether [`into_contiguous`] copies `buffer`.
+pub(crate) fn needs_copy(buffer: &TensorBuffer) -> bool {
+    !buffer.is_contiguous() && buffer.num_elements() > 0
+}
+
 /// `buffer` itself when it is already row-major without gaps, else a contiguous copy.
 ///
 /// Strided inputs (a transposed matrix, a slice with a step, a broadcast) are copied once by
@@ -14,7 +19,7 @@ pub(crate) fn into_contiguous<R: cubecl::Runtime>(
     client: &ComputeClient<R>,
     buffer: TensorBuffer,
 ) -> TensorBuffer {
-    if buffer.is_contiguous() || buffer.num_elements() == 0 {
+    if !needs_copy(&buffer) {
         return buffer;
     }
     let dtype: StorageType = buffer.dtype.into();

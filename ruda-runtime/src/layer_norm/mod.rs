@@ -12,10 +12,26 @@
 //!   `x, gamma, dy, mean, rstd` and returns `[dx, dgamma, dbeta]`.
 //! - Element types F32, F16 and BF16 (where the device supports it), all tensors of one dtype;
 //!   statistics are always F32, and all arithmetic is accumulated in f32.
-//! - Variance without cancellation: two passes over a row held in registers, or per-unit chunked
-//!   Welford/Chan statistics for long rows (see [`Variant`]).
+//! - No cancellation, even for rows with a large mean and a small spread (mean 1e4, std 1e-2):
+//!   statistics are formed on deviations from a per-row shift (an approximate mean: of the whole
+//!   row for rows in registers, of the row's first 256-unit chunk for long rows, whose per-unit
+//!   chunk statistics are then combined with Chan's parallel update from plain sums), and the
+//!   output is `((x - shift) - correction) * rstd`, never `x - mean` through an f32 mean that
+//!   cannot resolve the spread. The shift is rounded to a multiple of `2 ulp(mean|x|)`, so
+//!   that `x - shift` is exact (or unbiased) and its rounding cannot bias the sums; the mean is then as
+//!   accurate as a plain f32 sum of centred data (~1e-7 of the row's spread, also for
+//!   d = 65536). See [`Variant`].
+//! - The backward takes the saved f32 `mean` only as a shift: each row also sums `x - mean`
+//!   and corrects by its mean, so that the gradients are those of the row's exact statistics
+//!   (the f32 mean of a row with mean 1e4 is off by up to ~5e-4, a few percent of a 1e-2
+//!   spread), at the cost of one more value in a reduction the row needs anyway.
 //! - Any number of rows, including zero (empty outputs, nothing launched); `d >= 1`.
-//! - Strided inputs are first copied to a contiguous layout (see `layout::into_contiguous`).
+//! - Strided inputs (a transposed matrix, a stepped slice, a broadcast) are first copied to a
+//!   contiguous layout by CubeCL's `into_contiguous` kernel; the row kernels always read
+//!   contiguous, vectorized rows (`Vector<F, N>`, `N` up to the device's 16-byte loads where `d`
+//!   and the buffers' alignment allow).
+//! - `dgamma`/`dbeta` are two-stage: per-cube partial sums over the rows each cube visits,
+//!   in an f32 scratch buffer, then one small column reduction (no atomics, deterministic).
 //! - Reductions use plane (warp/subgroup) operations where the device advertises them with a
 //!   fixed plane size, and shared memory otherwise (Mesa's lavapipe, our CI device).
 //! - Rows never mix: a NaN in one row stays in that row's `out`, `mean`, `rstd` and `dx`
@@ -52,7 +68,8 @@ pub enum Variant {
     /// Holds up to [`MAX_VECTORS_PER_UNIT`] vectors per unit.
     CubePerRow,
     /// One cube of 256 units per row, looping over the row in chunks: any `d`. The forward pass
-    /// reads `x` twice (statistics, then output), the backward pass reads `x`/`dy` twice.
+    /// reads `x` twice (statistics, then output; the shift is taken from the first chunk while
+    /// it is in registers), the backward pass reads `x`/`dy` twice.
     CubePerRowLooped,
 }
 
@@ -99,6 +116,11 @@ impl From<Variant> for Strategy {
 ///   of the row per unit, kept in registers, so `x` is read from memory exactly once.
 /// - [`Variant::CubePerRowLooped`] beyond.
 ///
+/// The rule assumes 16-byte vector loads; when `d` is odd (scalar loads) a register variant may
+/// not hold the row in [`MAX_VECTORS_PER_UNIT`] vectors per unit, and the launch then moves on
+/// to the next variant (plane per row, cube per row, looped). A variant forced through the
+/// `_with` entry points never moves; it panics instead.
+///
 /// `dtype` does not change the choice today: rows are held in registers as f32 whatever the
 /// storage type, so the register budget per element is the same; it is part of the signature
 /// (and of the autotune key) because the best crossover points do depend on it.
@@ -112,10 +134,6 @@ pub fn choose_variant(d: usize, rows: usize, dtype: DType, has_plane: bool) -> V
     } else {
         Variant::CubePerRowLooped
     }
-}
-
-fn auto_strategy(dtype: DType) -> impl FnOnce(usize, usize, bool) -> Strategy {
-    move |d, rows, has_plane| choose_variant(d, rows, dtype, has_plane).into()
 }
 
 /// LayerNorm forward over the last dimension of `input`.
@@ -137,16 +155,15 @@ pub fn layer_norm_forward<R: cubecl::Runtime>(
     bias: Option<TensorBuffer>,
     epsilon: f64,
 ) -> [TensorBuffer; 3] {
-    let dtype = input.dtype;
-    forward::forward(client, input, weight, bias, epsilon, auto_strategy(dtype))
+    forward::forward(client, input, weight, bias, epsilon, None)
 }
 
 /// [`layer_norm_forward`] with a forced [`Variant`] or [`Strategy`].
 ///
 /// # Panics
-/// As [`layer_norm_forward`]; also if a register variant cannot hold the row (more than
-/// [`MAX_VECTORS_PER_UNIT`] vectors per unit) or [`Reduction::Plane`] is forced on a device
-/// without plane operations.
+/// As [`layer_norm_forward`]; also, before launching anything, if a register variant cannot
+/// hold the row (more than [`MAX_VECTORS_PER_UNIT`] vectors per unit) or [`Reduction::Plane`]
+/// is forced on a device without plane operations.
 pub fn layer_norm_forward_with<R: cubecl::Runtime>(
     client: &ComputeClient<R>,
     input: TensorBuffer,
@@ -155,8 +172,8 @@ pub fn layer_norm_forward_with<R: cubecl::Runtime>(
     epsilon: f64,
     strategy: impl Into<Strategy>,
 ) -> [TensorBuffer; 3] {
-    let strategy = strategy.into();
-    forward::forward(client, input, weight, bias, epsilon, move |_, _, _| strategy)
+    let strategy = Some(strategy.into());
+    forward::forward(client, input, weight, bias, epsilon, strategy)
 }
 
 /// LayerNorm backward: the gradients of `out = layer_norm(input, weight, bias)` given the
@@ -168,7 +185,12 @@ pub fn layer_norm_forward_with<R: cubecl::Runtime>(
 /// and callers without one may drop it. With zero rows, `dgamma` and `dbeta` are zeros.
 ///
 /// `grad` must have the input's shape and dtype; `mean` and `rstd` must be F32 with one element
-/// per row (any shape, e.g. the forward's `[..]` or a keep-dim `[.., 1]`).
+/// per row (any shape, e.g. the forward's `[..]` or a keep-dim `[.., 1]`). `rstd` is used as
+/// given; `mean` only as a close approximation of the row's mean: the kernel corrects it by the
+/// mean of `x - mean` over the row, so `xhat = ((x - mean) - mean(x - mean)) * rstd` is centred
+/// on the exact mean of `x` even where the f32 `mean` cannot resolve the row's spread (mean 1e4,
+/// std 1e-2). With the forward's statistics the gradients therefore match the exact f64
+/// gradient computed from `x` alone (to ~1e-7 relative in f32).
 ///
 /// # Panics
 /// Before launching anything, on any mismatch above, or as [`layer_norm_forward`] for the
@@ -181,16 +203,7 @@ pub fn layer_norm_backward<R: cubecl::Runtime>(
     mean: TensorBuffer,
     rstd: TensorBuffer,
 ) -> [TensorBuffer; 3] {
-    let dtype = input.dtype;
-    backward::backward(
-        client,
-        input,
-        weight,
-        grad,
-        mean,
-        rstd,
-        auto_strategy(dtype),
-    )
+    backward::backward(client, input, weight, grad, mean, rstd, None)
 }
 
 /// [`layer_norm_backward`] with a forced [`Variant`] or [`Strategy`].
@@ -206,8 +219,6 @@ pub fn layer_norm_backward_with<R: cubecl::Runtime>(
     rstd: TensorBuffer,
     strategy: impl Into<Strategy>,
 ) -> [TensorBuffer; 3] {
-    let strategy = strategy.into();
-    backward::backward(client, input, weight, grad, mean, rstd, move |_, _, _| {
-        strategy
-    })
+    let strategy = Some(strategy.into());
+    backward::backward(client, input, weight, grad, mean, rstd, strategy)
 }

@@ -1,13 +1,12 @@
 //! Launch shapes: vector width, units per row, registers per unit, reduction path, grid size.
 
-use cubecl::{
-    client::ComputeClient, features::Plane, ir::AddressType, prelude::*, server::Handle,
-};
+use cubecl::{client::ComputeClient, features::Plane, ir::AddressType, prelude::*, server::Handle};
 
 use super::{Reduction, Strategy, Variant, validate::Problem};
 
-/// Largest number of vectors a unit may hold for the register variants (a hard cap for forced
-/// variants; [`super::choose_variant`] stays well below it).
+/// Largest number of vectors a unit may hold in the register variants. A forced register
+/// variant that would exceed it panics; the automatic choice moves on to the next variant
+/// (plane per row, then cube per row, then looped).
 pub const MAX_VECTORS_PER_UNIT: usize = 32;
 /// Units per cube of the cube-per-row variants (and the rows-per-cube budget of plane-per-row).
 const CUBE_UNITS: usize = 256;
@@ -59,6 +58,7 @@ impl Plan {
         elem_size: usize,
         handles: &[&Handle],
         strategy: Strategy,
+        forced: bool,
     ) -> Self {
         let Problem { rows, d } = problem;
         let device_plane = usable_plane_size(client);
@@ -83,33 +83,44 @@ impl Plan {
         // A group spans whole planes when plane reductions are used.
         let min_group = plane_size.max(1);
 
-        let (group_size, rows_per_cube, vectors_per_unit) = match strategy.variant {
-            Variant::PlanePerRow => {
-                let group = if plane_size > 0 { plane_size } else { 32 };
-                let rows_per_cube = (max_units / group).clamp(1, rows.max(1).next_power_of_two());
-                (group, rows_per_cube, d_vec.div_ceil(group))
+        // The automatic choice moves on to the next variant when the row does not fit in
+        // registers (e.g. an odd `d`, read as scalars); a forced variant panics instead.
+        let mut variant = strategy.variant;
+        let (group_size, rows_per_cube, vectors_per_unit) = loop {
+            let shape = match variant {
+                Variant::PlanePerRow => {
+                    let group = if plane_size > 0 { plane_size } else { 32 };
+                    let rows_per_cube =
+                        (max_units / group).clamp(1, rows.max(1).next_power_of_two());
+                    (group, rows_per_cube, d_vec.div_ceil(group))
+                }
+                Variant::CubePerRow => {
+                    // About four vectors per unit, 256 units at most.
+                    let group = d_vec
+                        .div_ceil(4)
+                        .next_power_of_two()
+                        .clamp(min_group.max(32).min(max_units), max_units);
+                    (group, 1, d_vec.div_ceil(group))
+                }
+                Variant::CubePerRowLooped => (max_units.max(min_group), 1, LOOP_CHUNK),
+            };
+            if variant == Variant::CubePerRowLooped || shape.2 <= MAX_VECTORS_PER_UNIT {
+                break shape;
             }
-            Variant::CubePerRow => {
-                // About four vectors per unit, 256 units at most.
-                let group = d_vec
-                    .div_ceil(4)
-                    .next_power_of_two()
-                    .clamp(min_group.max(32).min(max_units), max_units);
-                (group, 1, d_vec.div_ceil(group))
-            }
-            Variant::CubePerRowLooped => (max_units.max(min_group), 1, LOOP_CHUNK),
-        };
-        if strategy.variant != Variant::CubePerRowLooped {
             assert!(
-                vectors_per_unit <= MAX_VECTORS_PER_UNIT,
-                "LayerNorm: variant {:?} holds the row in registers and cannot fit d = {d} \
-                 ({d_vec} vectors of {vector} over {group_size} units, at most {MAX_VECTORS_PER_UNIT} \
+                !forced,
+                "LayerNorm: variant {variant:?} holds the row in registers and cannot fit d = {d} \
+                 ({d_vec} vectors of {vector} over {} units, at most {MAX_VECTORS_PER_UNIT} \
                  vectors per unit); use Variant::CubePerRowLooped",
-                strategy.variant
+                shape.0
             );
-        }
+            variant = match variant {
+                Variant::PlanePerRow => Variant::CubePerRow,
+                _ => Variant::CubePerRowLooped,
+            };
+        };
         Plan {
-            variant: strategy.variant,
+            variant,
             vector,
             d_vec,
             group_size,
@@ -131,16 +142,19 @@ impl Plan {
     }
 
     /// Backward grid: enough cubes to fill the device, not one per tile, since each cube also
-    /// writes `rows_per_cube` partial rows of `dgamma`/`dbeta` that must then be summed.
+    /// writes a partial row of `dgamma`/`dbeta` that must then be summed.
     pub(crate) fn backward_cubes<R: cubecl::Runtime>(&self, client: &ComputeClient<R>) -> usize {
         let hw = &client.properties().hardware;
         let units_per_cube = self.group_size * self.rows_per_cube;
         let resident = match hw.num_streaming_multiprocessors {
             // About 2048 resident units per SM.
             Some(sms) => sms as usize * (2048 / units_per_cube).max(1),
-            None => 256,
+            // Unknown (wgpu): a few cubes per SM of a large GPU.
+            None => 512,
         };
-        let by_scratch = (MAX_PARTIAL_ELEMS / (self.rows_per_cube * self.d_vec * self.vector)).max(1);
+        // Bound the scratch, but keep at least one cube per SM (long rows, few of them).
+        let by_scratch = (MAX_PARTIAL_ELEMS / (self.d_vec * self.vector))
+            .max(hw.num_streaming_multiprocessors.unwrap_or(1) as usize);
         self.tiles
             .min(resident)
             .min(by_scratch)

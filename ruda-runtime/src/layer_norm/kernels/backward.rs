@@ -4,6 +4,16 @@
 //! `dx = rstd * (wdy - xhat * sum(wdy * xhat) / d - sum(wdy) / d)`;
 //! and per column: `dgamma = sum over rows of dy * xhat`, `dbeta = sum over rows of dy`.
 //!
+//! The saved `mean` is an f32 and, for a row with a large mean and a small spread (mean 1e4,
+//! std 1e-2), its rounding (up to half an ulp, ~5e-4) is a few percent of the spread: `x - mean`
+//! through it is off by a common offset. So the saved mean is only used as a shift: each row
+//! also sums the deviations `dev = x - mean` (exact where it matters: `x` and `mean` are close),
+//! and `c = sum(dev) / d`, the distance from the saved mean to the row's true mean, corrects
+//! them: `xhat = (dev - c) * rstd`. The sum `sum(wdy * xhat)` is formed in the same reduction as
+//! the others, from `sum(wdy * dev)`, as `rstd * (sum(wdy * dev) - c * sum(wdy))`; `c` is a
+//! fraction of the spread, so nothing cancels. One reduction of three values per row, no extra
+//! memory traffic.
+//!
 //! The column sums are two-stage (the approach of Apex's and Triton's LayerNorm): each group of
 //! units accumulates the rows it visits into its own *partial* row of an f32 scratch buffer
 //! (`[num_partials, d]`), then [`reduce_partials`] sums the partials per column. No atomics, and
@@ -11,15 +21,15 @@
 
 use cubecl::prelude::*;
 
-use super::reduce::{hsum, group_sum2, slots_per_group};
+use super::reduce::{group_sum3, hsum, shared_len};
 
 /// Row held in registers, same layout as the forward `forward_registers` (groups of `group_size`
 /// units, `rows_per_cube` groups per cube, `vectors_per_unit` vectors per unit).
 ///
 /// A unit always owns the same columns, so it keeps its columns' `dgamma`/`dbeta` in registers
-/// over all the rows it visits and writes them once, to partial row
-/// `CUBE_POS * rows_per_cube + UNIT_POS_Y`. Every partial row is written, even by a cube that
-/// visited no row (zeros), so the scratch needs no initialisation.
+/// over all the rows it visits; at the end the cube writes them once, to partial row
+/// `CUBE_POS`. Every partial row is written, even by a cube that visited no row (zeros), so the
+/// scratch needs no initialisation.
 #[cube(launch_unchecked, address_type = "dynamic")]
 pub(crate) fn backward_registers<F: Float, N: Size>(
     x: &Array<Vector<F, N>>,
@@ -41,9 +51,12 @@ pub(crate) fn backward_registers<F: Float, N: Size>(
     let lane = UNIT_POS_X as usize;
     let group = UNIT_POS_Y as usize;
     let inv_d = 1.0f32 / (d_vec * N::value()) as f32;
-    let slots = comptime!(rows_per_cube * slots_per_group(group_size, plane_size));
-    let mut shared_a = SharedMemory::<f32>::new(slots);
-    let mut shared_b = SharedMemory::<f32>::new(slots);
+    let mut shared = SharedMemory::<f32>::new(comptime!(shared_len(
+        rows_per_cube,
+        group_size,
+        plane_size,
+        3
+    )));
 
     // gamma is the same for every row a unit visits: load it once (zero past the row end).
     let mut gammas = Array::<Vector<f32, N>>::new(vectors_per_unit);
@@ -77,44 +90,43 @@ pub(crate) fn backward_registers<F: Float, N: Size>(
         let mean_v = Vector::<f32, N>::cast_from(mean);
         let rstd_v = Vector::<f32, N>::cast_from(rstd);
 
-        let mut xhats = Array::<Vector<f32, N>>::new(vectors_per_unit);
+        let mut devs = Array::<Vector<f32, N>>::new(vectors_per_unit);
         let mut grads = Array::<Vector<f32, N>>::new(vectors_per_unit);
         #[unroll]
         for k in 0..vectors_per_unit {
             let col = k * group_size + lane;
-            let mut xv = Vector::<f32, N>::from_int(0);
+            let mut dev = Vector::<f32, N>::from_int(0);
             let mut gv = Vector::<f32, N>::from_int(0);
             if active && col < d_vec {
-                xv = Vector::cast_from(x[base + col]);
+                dev = Vector::<f32, N>::cast_from(x[base + col]) - mean_v;
                 gv = Vector::cast_from(dy[base + col]);
             }
-            xhats[k] = (xv - mean_v) * rstd_v;
+            devs[k] = dev;
             grads[k] = gv;
         }
-        let mut sum_wdy_xhat = 0.0f32;
+        let mut sum_wdy_dev = 0.0f32;
         let mut sum_wdy = 0.0f32;
+        let mut sum_dev = 0.0f32;
         #[unroll]
         for k in 0..vectors_per_unit {
-            let col = k * group_size + lane;
-            if col < d_vec {
-                let wdy = grads[k] * gammas[k];
-                sum_wdy_xhat += hsum(wdy * xhats[k]);
-                sum_wdy += hsum(wdy);
-                if active {
-                    acc_gamma[k] += grads[k] * xhats[k];
-                    acc_beta[k] += grads[k];
-                }
-            }
+            let wdy = grads[k] * gammas[k];
+            sum_wdy_dev += hsum(wdy * devs[k]);
+            sum_wdy += hsum(wdy);
+            sum_dev += hsum(devs[k]);
         }
-        let (total_wdy_xhat, total_wdy) = group_sum2(
-            sum_wdy_xhat,
+        let (total_wdy_dev, total_wdy, total_dev) = group_sum3(
+            sum_wdy_dev,
             sum_wdy,
-            &mut shared_a,
-            &mut shared_b,
+            sum_dev,
+            &mut shared,
             group_size,
             plane_size,
         );
-        let c1 = Vector::<f32, N>::cast_from(total_wdy_xhat * inv_d);
+        // The saved mean's distance to the row's mean, and sum(wdy * xhat) with it.
+        let correction = total_dev * inv_d;
+        let correction_v = Vector::<f32, N>::cast_from(correction);
+        let c1 =
+            Vector::<f32, N>::cast_from((total_wdy_dev - correction * total_wdy) * rstd * inv_d);
         let c2 = Vector::<f32, N>::cast_from(total_wdy * inv_d);
 
         if active {
@@ -122,21 +134,53 @@ pub(crate) fn backward_registers<F: Float, N: Size>(
             for k in 0..vectors_per_unit {
                 let col = k * group_size + lane;
                 if col < d_vec {
-                    let grad = (grads[k] * gammas[k] - (xhats[k] * c1 + c2)) * rstd_v;
+                    let xhat = (devs[k] - correction_v) * rstd_v;
+                    let grad = (grads[k] * gammas[k] - (xhat * c1 + c2)) * rstd_v;
                     dx[base + col] = Vector::cast_from(grad);
+                    acc_gamma[k] += grads[k] * xhat;
+                    acc_beta[k] += grads[k];
                 }
             }
         }
         tile += CUBE_COUNT;
     }
 
-    let partial = (CUBE_POS * rows_per_cube + group) * d_vec;
-    #[unroll]
-    for k in 0..vectors_per_unit {
-        let col = k * group_size + lane;
-        if col < d_vec {
-            dgamma_partial[partial + col] = acc_gamma[k];
-            dbeta_partial[partial + col] = acc_beta[k];
+    // One partial row per cube: the groups of a cube hold the same columns, so they are added
+    // through shared memory first (once per launch, not per row), which keeps the final
+    // reduction `rows_per_cube` times smaller.
+    let partial = CUBE_POS * d_vec;
+    if comptime!(rows_per_cube == 1) {
+        #[unroll]
+        for k in 0..vectors_per_unit {
+            let col = k * group_size + lane;
+            if col < d_vec {
+                dgamma_partial[partial + col] = acc_gamma[k];
+                dbeta_partial[partial + col] = acc_beta[k];
+            }
+        }
+    } else {
+        let mut shared_gamma =
+            SharedMemory::<Vector<f32, N>>::new(comptime!(rows_per_cube * group_size));
+        let mut shared_beta =
+            SharedMemory::<Vector<f32, N>>::new(comptime!(rows_per_cube * group_size));
+        #[unroll]
+        for k in 0..vectors_per_unit {
+            shared_gamma[group * group_size + lane] = acc_gamma[k];
+            shared_beta[group * group_size + lane] = acc_beta[k];
+            sync_cube();
+            let col = k * group_size + lane;
+            if group == 0 && col < d_vec {
+                let mut sum_gamma = acc_gamma[k];
+                let mut sum_beta = acc_beta[k];
+                #[unroll]
+                for r in 1..rows_per_cube {
+                    sum_gamma += shared_gamma[r * group_size + lane];
+                    sum_beta += shared_beta[r * group_size + lane];
+                }
+                dgamma_partial[partial + col] = sum_gamma;
+                dbeta_partial[partial + col] = sum_beta;
+            }
+            sync_cube();
         }
     }
 }
@@ -165,9 +209,7 @@ pub(crate) fn backward_looped<F: Float, N: Size>(
 ) {
     let lane = UNIT_POS_X as usize;
     let inv_d = 1.0f32 / (d_vec * N::value()) as f32;
-    let slots = comptime!(slots_per_group(group_size, plane_size));
-    let mut shared_a = SharedMemory::<f32>::new(slots);
-    let mut shared_b = SharedMemory::<f32>::new(slots);
+    let mut shared = SharedMemory::<f32>::new(comptime!(shared_len(1, group_size, plane_size, 3)));
     let span = group_size * chunk;
     let num_chunks = d_vec.div_ceil(span);
     let partial = CUBE_POS * d_vec;
@@ -186,47 +228,49 @@ pub(crate) fn backward_looped<F: Float, N: Size>(
         let rstd = rstd_in[row];
         let rstd_v = Vector::<f32, N>::cast_from(rstd);
 
-        // Pass 1: the two row sums.
-        let mut sum_wdy_xhat = 0.0f32;
+        // Pass 1: the three row sums.
+        let mut sum_wdy_dev = 0.0f32;
         let mut sum_wdy = 0.0f32;
+        let mut sum_dev = 0.0f32;
         for c in 0..num_chunks {
-            let mut xs = Array::<Vector<f32, N>>::new(chunk);
+            let mut devs = Array::<Vector<f32, N>>::new(chunk);
             let mut wdys = Array::<Vector<f32, N>>::new(chunk);
             #[unroll]
             for k in 0..chunk {
                 let col = (c * chunk + k) * group_size + lane;
-                let mut xv = Vector::<f32, N>::from_int(0);
+                let mut dev = Vector::<f32, N>::from_int(0);
                 let mut wdy = Vector::<f32, N>::from_int(0);
                 if col < d_vec {
-                    xv = Vector::cast_from(x[base + col]);
+                    dev = Vector::<f32, N>::cast_from(x[base + col]) - mean_v;
                     wdy = Vector::<f32, N>::cast_from(dy[base + col])
                         * Vector::<f32, N>::cast_from(gamma[col]);
                 }
-                xs[k] = xv;
+                devs[k] = dev;
                 wdys[k] = wdy;
             }
             #[unroll]
             for k in 0..chunk {
-                let col = (c * chunk + k) * group_size + lane;
-                if col < d_vec {
-                    let xhat = (xs[k] - mean_v) * rstd_v;
-                    sum_wdy_xhat += hsum(wdys[k] * xhat);
-                    sum_wdy += hsum(wdys[k]);
-                }
+                sum_wdy_dev += hsum(wdys[k] * devs[k]);
+                sum_wdy += hsum(wdys[k]);
+                sum_dev += hsum(devs[k]);
             }
         }
-        let (total_wdy_xhat, total_wdy) = group_sum2(
-            sum_wdy_xhat,
+        let (total_wdy_dev, total_wdy, total_dev) = group_sum3(
+            sum_wdy_dev,
             sum_wdy,
-            &mut shared_a,
-            &mut shared_b,
+            sum_dev,
+            &mut shared,
             group_size,
             plane_size,
         );
-        let c1 = Vector::<f32, N>::cast_from(total_wdy_xhat * inv_d);
+        // The saved mean's distance to the row's mean, and sum(wdy * xhat) with it.
+        let correction = total_dev * inv_d;
+        let correction_v = Vector::<f32, N>::cast_from(correction);
+        let c1 =
+            Vector::<f32, N>::cast_from((total_wdy_dev - correction * total_wdy) * rstd * inv_d);
         let c2 = Vector::<f32, N>::cast_from(total_wdy * inv_d);
 
-        // Pass 2: dx, and this cube's partial column sums.
+        // Pass 2: dx, and this cube's partial column sums, with the corrected xhat.
         for c in 0..num_chunks {
             let mut xs = Array::<Vector<f32, N>>::new(chunk);
             let mut grads = Array::<Vector<f32, N>>::new(chunk);
@@ -244,7 +288,7 @@ pub(crate) fn backward_looped<F: Float, N: Size>(
             for k in 0..chunk {
                 let col = (c * chunk + k) * group_size + lane;
                 if col < d_vec {
-                    let xhat = (xs[k] - mean_v) * rstd_v;
+                    let xhat = ((xs[k] - mean_v) - correction_v) * rstd_v;
                     let grad = (grads[k] * gammas[k] - (xhat * c1 + c2)) * rstd_v;
                     dx[base + col] = Vector::cast_from(grad);
                     dgamma_partial[partial + col] += grads[k] * xhat;
@@ -259,8 +303,9 @@ pub(crate) fn backward_looped<F: Float, N: Size>(
 /// `dgamma[j] = sum_p dgamma_partial[p, j]` and the same for `dbeta`, cast to the weight type.
 ///
 /// `CubeDim (columns, splits)`: unit `(c, s)` sums the partials `s, s + splits, ...` of column
-/// vector `CUBE_POS * columns + c` (consecutive units read consecutive columns), then the
-/// `splits` subtotals are added through shared memory in a fixed order.
+/// vector `CUBE_POS * columns + c` (consecutive units read consecutive columns; a few columns
+/// per cube and many splits, so that even a narrow `d` spreads over many units), then the
+/// `splits` subtotals are added by a shared-memory tree (a fixed order: deterministic).
 #[cube(launch_unchecked, address_type = "dynamic")]
 pub(crate) fn reduce_partials<F: Float, N: Size>(
     dgamma_partial: &Array<Vector<f32, N>>,
@@ -282,7 +327,21 @@ pub(crate) fn reduce_partials<F: Float, N: Size>(
     let mut sum_gamma = Vector::<f32, N>::from_int(0);
     let mut sum_beta = Vector::<f32, N>::from_int(0);
     if col < d_vec {
+        // Four partials per step: several loads in flight per unit.
         let mut p = split;
+        while p + 3 * splits < num_partials {
+            let g0 = dgamma_partial[p * d_vec + col];
+            let g1 = dgamma_partial[(p + splits) * d_vec + col];
+            let g2 = dgamma_partial[(p + 2 * splits) * d_vec + col];
+            let g3 = dgamma_partial[(p + 3 * splits) * d_vec + col];
+            let b0 = dbeta_partial[p * d_vec + col];
+            let b1 = dbeta_partial[(p + splits) * d_vec + col];
+            let b2 = dbeta_partial[(p + 2 * splits) * d_vec + col];
+            let b3 = dbeta_partial[(p + 3 * splits) * d_vec + col];
+            sum_gamma += (g0 + g1) + (g2 + g3);
+            sum_beta += (b0 + b1) + (b2 + b3);
+            p += 4 * splits;
+        }
         while p < num_partials {
             sum_gamma += dgamma_partial[p * d_vec + col];
             sum_beta += dbeta_partial[p * d_vec + col];
@@ -293,15 +352,21 @@ pub(crate) fn reduce_partials<F: Float, N: Size>(
     shared_beta[split * columns + lane] = sum_beta;
     sync_cube();
 
-    if split == 0 && col < d_vec {
-        let mut total_gamma = Vector::<f32, N>::from_int(0);
-        let mut total_beta = Vector::<f32, N>::from_int(0);
-        #[unroll]
-        for s in 0..splits {
-            total_gamma += shared_gamma[s * columns + lane];
-            total_beta += shared_beta[s * columns + lane];
+    // Tree over the splits (a power of two, CUBE_DIM_Y == splits: a cube-uniform loop bound).
+    let mut stride = (CUBE_DIM_Y / 2) as usize;
+    while stride > 0 {
+        if split < stride {
+            let other_gamma = shared_gamma[(split + stride) * columns + lane];
+            let other_beta = shared_beta[(split + stride) * columns + lane];
+            shared_gamma[split * columns + lane] += other_gamma;
+            shared_beta[split * columns + lane] += other_beta;
         }
-        dgamma[col] = Vector::cast_from(total_gamma);
-        dbeta[col] = Vector::cast_from(total_beta);
+        sync_cube();
+        stride /= 2;
+    }
+
+    if split == 0 && col < d_vec {
+        dgamma[col] = Vector::cast_from(shared_gamma[lane]);
+        dbeta[col] = Vector::cast_from(shared_beta[lane]);
     }
 }

@@ -4,138 +4,209 @@
 //! x (`CUBE_DIM_X == group_size`). Every unit of the group gets the same total back, so that the
 //! whole group can go on with the row's statistics without another broadcast.
 //!
-//! Two implementations, picked at compile time by `plane_size`:
+//! Two or three values are reduced per call, all in the same steps: a call costs the barriers of
+//! one sum, whatever the number of values. Two implementations, picked at compile time by
+//! `plane_size`:
 //! - `plane_size > 0`: plane (warp/subgroup) sums. The host only passes a plane size when the
 //!   device advertises `Plane::Ops` with a fixed plane size that divides `group_size`, so every
 //!   plane lies inside one group. Groups larger than a plane combine the per-plane sums through a
-//!   few shared-memory slots.
+//!   few shared-memory slots (two barriers per call; none when a group is one plane).
 //! - `plane_size == 0`: a shared-memory tree, for devices without plane operations (Mesa's
-//!   lavapipe, our CI device). Each group owns its own slots, so a NaN in one row can never reach
-//!   another row's statistics.
+//!   lavapipe, our CI device): `log2(group_size) + 2` barriers per call. Each group owns its own
+//!   slots, so a NaN in one row can never reach another row's statistics.
 //!
-//! Every function here contains `sync_cube`, so it must be reached by every unit of the cube
-//! (cube-uniform control flow); callers mask inactive rows instead of branching around it.
+//! The sums may contain `sync_cube`, so they must be reached by every unit of the cube
+//! (cube-uniform control flow); callers mask inactive rows instead of branching around them.
+//! Every call ends with a barrier once the slots have been read, so consecutive calls may use the
+//! same shared memory.
 
 use cubecl::prelude::*;
 
-/// Shared-memory slots needed per group by [`group_sum2`].
+/// Shared-memory slots needed per group and per value reduced.
 pub(crate) fn slots_per_group(group_size: usize, plane_size: usize) -> usize {
-    if plane_size == 0 {
-        group_size
-    } else {
-        (group_size / plane_size).max(1)
+    match group_size.checked_div(plane_size) {
+        // Shared-memory tree: one slot per unit.
+        None => group_size,
+        // Plane sums: one slot per plane.
+        Some(planes) => planes.max(1),
     }
+}
+
+/// Length of the shared memory that a cube of `rows_per_cube` groups needs to reduce up to
+/// `values` values per call.
+pub(crate) fn shared_len(
+    rows_per_cube: usize,
+    group_size: usize,
+    plane_size: usize,
+    values: usize,
+) -> usize {
+    rows_per_cube * values * slots_per_group(group_size, plane_size)
 }
 
 /// Sums two values over the group, returning `(sum(a), sum(b))` to every unit of the group.
 ///
-/// Reducing two values in one call halves the barriers of the shared-memory path (the forward
-/// kernels reduce one value at a time because the second depends on the first; the backward
-/// kernels need two independent sums per row).
-///
-/// `shared_a` and `shared_b` must have `rows_per_cube * slots_per_group` slots.
+/// `shared` must have [`shared_len`]`(rows_per_cube, group_size, plane_size, 2)` slots or more.
 #[cube]
 pub(crate) fn group_sum2(
     a: f32,
     b: f32,
-    shared_a: &mut SharedMemory<f32>,
-    shared_b: &mut SharedMemory<f32>,
+    shared: &mut SharedMemory<f32>,
     #[comptime] group_size: usize,
     #[comptime] plane_size: usize,
 ) -> (f32, f32) {
-    if comptime!(plane_size == 0) {
-        (
-            tree_sum(a, shared_a, group_size, false),
-            tree_sum(b, shared_b, group_size, true),
-        )
-    } else {
-        (
-            plane_group_sum(a, shared_a, group_size, plane_size, false),
-            plane_group_sum(b, shared_b, group_size, plane_size, true),
-        )
-    }
+    let (total_a, total_b, _) = group_sums(a, b, 0.0, shared, group_size, plane_size, 2usize);
+    (total_a, total_b)
 }
 
-/// Sums one value over the group, returning the total to every unit of the group.
+/// Sums three values over the group, returning `(sum(a), sum(b), sum(c))` to every unit of the
+/// group.
 ///
-/// `shared` must have `rows_per_cube * slots_per_group` slots.
+/// `shared` must have [`shared_len`]`(rows_per_cube, group_size, plane_size, 3)` slots or more.
 #[cube]
-pub(crate) fn group_sum(
-    value: f32,
+pub(crate) fn group_sum3(
+    a: f32,
+    b: f32,
+    c: f32,
     shared: &mut SharedMemory<f32>,
     #[comptime] group_size: usize,
     #[comptime] plane_size: usize,
-) -> f32 {
+) -> (f32, f32, f32) {
+    group_sums(a, b, c, shared, group_size, plane_size, 3usize)
+}
+
+/// The first `values` (2 or 3) of `(a, b, c)` summed over the group; the others come back
+/// as 0.
+///
+/// Group `g` owns the slots `g * values * slots .. (g + 1) * values * slots`, value `i` the
+/// `i`-th run of `slots` of them.
+#[cube]
+fn group_sums(
+    a: f32,
+    b: f32,
+    c: f32,
+    shared: &mut SharedMemory<f32>,
+    #[comptime] group_size: usize,
+    #[comptime] plane_size: usize,
+    #[comptime] values: usize,
+) -> (f32, f32, f32) {
     if comptime!(plane_size == 0) {
-        tree_sum(value, shared, group_size, true)
+        tree_sums(a, b, c, shared, group_size, values)
     } else {
-        plane_group_sum(value, shared, group_size, plane_size, true)
+        plane_group_sums(a, b, c, shared, group_size, plane_size, values)
     }
 }
 
-/// Shared-memory tree over the group's `group_size` slots (a power of two).
-///
-/// `release`: end with a barrier so that the slots may be overwritten by the next call. Two
-/// back-to-back calls on different buffers only need it on the second one.
+/// Shared-memory tree over the group's `group_size` slots per value (a power of two).
 #[cube]
-fn tree_sum(
-    value: f32,
+fn tree_sums(
+    a: f32,
+    b: f32,
+    c: f32,
     shared: &mut SharedMemory<f32>,
     #[comptime] group_size: usize,
-    #[comptime] release: bool,
-) -> f32 {
+    #[comptime] values: usize,
+) -> (f32, f32, f32) {
     let lane = UNIT_POS_X as usize;
-    let base = UNIT_POS_Y as usize * group_size;
-    shared[base + lane] = value;
+    let base = UNIT_POS_Y as usize * comptime!(values * group_size);
+    let run_b = comptime!(group_size);
+    let run_c = comptime!(2 * group_size);
+    shared[base + lane] = a;
+    if comptime!(values > 1) {
+        shared[base + run_b + lane] = b;
+    }
+    if comptime!(values > 2) {
+        shared[base + run_c + lane] = c;
+    }
     sync_cube();
     // CUBE_DIM_X == group_size; a runtime, cube-uniform loop bound keeps every barrier in
     // uniform control flow.
     let mut stride = (CUBE_DIM_X / 2) as usize;
     while stride > 0 {
         if lane < stride {
-            let other = shared[base + lane + stride];
-            shared[base + lane] += other;
+            let i = base + lane;
+            let other_a = shared[i + stride];
+            shared[i] += other_a;
+            if comptime!(values > 1) {
+                let other_b = shared[i + run_b + stride];
+                shared[i + run_b] += other_b;
+            }
+            if comptime!(values > 2) {
+                let other_c = shared[i + run_c + stride];
+                shared[i + run_c] += other_c;
+            }
         }
         sync_cube();
         stride /= 2;
     }
-    let total = shared[base];
-    if comptime!(release) {
-        sync_cube();
+    let total_a = shared[base];
+    let mut total_b = 0.0f32;
+    let mut total_c = 0.0f32;
+    if comptime!(values > 1) {
+        total_b = shared[base + run_b];
     }
-    total
+    if comptime!(values > 2) {
+        total_c = shared[base + run_c];
+    }
+    // Release the slots for the next call.
+    sync_cube();
+    (total_a, total_b, total_c)
 }
 
-/// Plane sum, then, for groups wider than a plane, one shared slot per plane.
+/// Plane sums, then, for groups wider than a plane, one shared slot per plane and value.
 #[cube]
-fn plane_group_sum(
-    value: f32,
+fn plane_group_sums(
+    a: f32,
+    b: f32,
+    c: f32,
     shared: &mut SharedMemory<f32>,
     #[comptime] group_size: usize,
     #[comptime] plane_size: usize,
-    #[comptime] release: bool,
-) -> f32 {
-    let plane_total = plane_sum(value);
+    #[comptime] values: usize,
+) -> (f32, f32, f32) {
+    let mut total_a = plane_sum(a);
+    let mut total_b = 0.0f32;
+    let mut total_c = 0.0f32;
+    if comptime!(values > 1) {
+        total_b = plane_sum(b);
+    }
+    if comptime!(values > 2) {
+        total_c = plane_sum(c);
+    }
     if comptime!(group_size > plane_size) {
         let lane = UNIT_POS_X as usize;
         let planes = comptime!(group_size / plane_size);
-        let base = UNIT_POS_Y as usize * planes;
-        if lane % plane_size == 0 {
-            shared[base + lane / plane_size] = plane_total;
+        let base = UNIT_POS_Y as usize * comptime!(values * planes);
+        let run_b = comptime!(planes);
+        let run_c = comptime!(2 * planes);
+        // Planes tile the x axis (group_size is a multiple of the plane size).
+        if UNIT_POS_PLANE == 0 {
+            let slot = base + lane / plane_size;
+            shared[slot] = total_a;
+            if comptime!(values > 1) {
+                shared[slot + run_b] = total_b;
+            }
+            if comptime!(values > 2) {
+                shared[slot + run_c] = total_c;
+            }
         }
         sync_cube();
-        let mut total = 0.0f32;
+        total_a = 0.0;
+        total_b = 0.0;
+        total_c = 0.0;
         #[unroll]
         for p in 0..planes {
-            total += shared[base + p];
+            total_a += shared[base + p];
+            if comptime!(values > 1) {
+                total_b += shared[base + run_b + p];
+            }
+            if comptime!(values > 2) {
+                total_c += shared[base + run_c + p];
+            }
         }
-        if comptime!(release) {
-            sync_cube();
-        }
-        total
-    } else {
-        plane_total
+        // Release the slots for the next call.
+        sync_cube();
     }
+    (total_a, total_b, total_c)
 }
 
 /// Sum of the lanes of a vector.
