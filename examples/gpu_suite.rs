@@ -50,6 +50,11 @@ fn main() {
                 &Default::default(),
                 &options,
             );
+            burn_baseline::<burn_ruda::Autodiff<burn_ruda::Ruda<ruda_runtime::RudaCuda>>>(
+                "burn_ruda-cuda",
+                &Default::default(),
+                &options,
+            );
         }
     }
 
@@ -80,6 +85,14 @@ fn main() {
                     "burn-lavapipe"
                 };
                 burn_baseline::<Autodiff<burn::backend::Wgpu>>(burn_name, &device, &options);
+                let ruda_name = if gpu.is_some() {
+                    "burn_ruda-vulkan"
+                } else {
+                    "burn_ruda-lavapipe"
+                };
+                burn_baseline::<burn_ruda::Autodiff<burn_ruda::Ruda<ruda_runtime::RudaWgpu>>>(
+                    ruda_name, &device, &options,
+                );
             }
         }
     }
@@ -147,11 +160,11 @@ fn suite<R: Runtime>(name: &str, device: &R::Device, options: &Options) -> usize
             d,
             dtype: DType::F32,
         };
-        for variant in [
-            Variant::PlanePerRow,
-            Variant::CubePerRow,
-            Variant::CubePerRowLooped,
-        ] {
+        for variant in ruda_suite::layer_norm_checks::VARIANTS {
+            // One unit per row is for CPU adapters; on a GPU it would only cost device time.
+            if variant == Variant::UnitPerRow && has_plane {
+                continue;
+            }
             let mut reductions = vec![Reduction::SharedMemory];
             if has_plane {
                 reductions.push(Reduction::Plane);
@@ -177,17 +190,20 @@ fn variant_fits(variant: Variant, d: usize) -> bool {
     match variant {
         Variant::PlanePerRow => d <= 32 * 4 * ruda_runtime::layer_norm::MAX_VECTORS_PER_UNIT,
         Variant::CubePerRow => d <= 256 * 4 * ruda_runtime::layer_norm::MAX_VECTORS_PER_UNIT,
-        Variant::CubePerRowLooped => true,
+        Variant::CubePerRowLooped | Variant::UnitPerRow => true,
     }
 }
 
-/// Burn's own LayerNorm (composed ops) under Burn's autodiff, f32, the same shapes.
+/// `burn::nn::LayerNorm` under an autodiff backend `B`, f32, the same shapes: Burn's composed
+/// ops under `burn::backend::Autodiff`, the native node under `burn_ruda::Autodiff`.
 fn burn_baseline<B: burn::tensor::backend::AutodiffBackend>(
     name: &str,
     device: &B::Device,
     options: &Options,
 ) {
-    println!("\n## {name}: burn::nn::LayerNorm under burn::backend::Autodiff (composed), f32\n");
+    println!(
+        "\n## {name}: burn::nn::LayerNorm through Burn (forward; forward + backward + x.grad), f32\n"
+    );
     println!("impl\tdtype\tshape\tfwd_us\tfwd_GBps\tfwdbwd_us\tfwdbwd_GBps");
     for (rows, d) in shapes(options) {
         let case = Case {
@@ -195,7 +211,7 @@ fn burn_baseline<B: burn::tensor::backend::AutodiffBackend>(
             d,
             dtype: DType::F32,
         };
-        let timing = bench::burn_composed::<B>(device, rows, d, plan(options));
+        let timing = bench::burn_layer_norm::<B>(device, rows, d, plan(options));
         println!("{}", timing.row(name, &case));
     }
 }

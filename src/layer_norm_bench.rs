@@ -1,5 +1,6 @@
-//! LayerNorm benchmark cases: the native kernels through a ruda runtime, and Burn's composed
-//! LayerNorm (`burn::nn::LayerNorm` under an autodiff backend), timed the same way.
+//! LayerNorm benchmark cases: the native kernels through a ruda runtime, and
+//! `burn::nn::LayerNorm` under an autodiff backend (Burn's composed ops, or burn-ruda's native
+//! node), timed the same way.
 
 use burn::module::AutodiffModule;
 use burn::nn::{LayerNorm, LayerNormConfig};
@@ -164,10 +165,11 @@ pub fn native<R: Runtime>(
     Timing { fwd_us, fwdbwd_us }
 }
 
-/// Times Burn's own `burn::nn::LayerNorm` (f32) under the autodiff backend `B` on `device`:
-/// forward on the inner backend (no graph, like PyTorch's `no_grad`), and forward +
-/// `y.backward()` + reading `x.grad` under autodiff.
-pub fn burn_composed<B: AutodiffBackend>(
+/// Times `burn::nn::LayerNorm` (f32) under the autodiff backend `B` on `device`: forward on the
+/// inner backend (no graph, like PyTorch's `no_grad`), and forward + `y.backward()` + reading
+/// `x.grad` under autodiff. Under `burn::backend::Autodiff<Cuda or Wgpu>` that is Burn's
+/// composed LayerNorm; under `burn_ruda::Autodiff<Ruda<..>>` the native kernels.
+pub fn burn_layer_norm<B: AutodiffBackend>(
     device: &B::Device,
     rows: usize,
     d: usize,

@@ -21,10 +21,11 @@ use crate::reference;
 /// The epsilon of every check.
 pub const EPS: f64 = 1e-5;
 /// Every variant, for loops over them.
-pub const VARIANTS: [Variant; 3] = [
+pub const VARIANTS: [Variant; 4] = [
     Variant::PlanePerRow,
     Variant::CubePerRow,
     Variant::CubePerRowLooped,
+    Variant::UnitPerRow,
 ];
 
 fn check(name: &str, what: &str, got: &[f32], want: &[f64], tol: f64) {

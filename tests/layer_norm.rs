@@ -74,7 +74,13 @@ fn choice_rule() {
     assert_eq!(choose_variant(768, 16384, DType::F16, true), PlanePerRow);
     assert_eq!(choose_variant(768, 8, DType::F32, true), CubePerRow);
     assert_eq!(choose_variant(2048, 4096, DType::F32, true), CubePerRow);
-    assert_eq!(choose_variant(2048, 4096, DType::F32, false), PlanePerRow);
+    assert_eq!(choose_variant(2048, 4096, DType::F32, false), UnitPerRow);
+    assert_eq!(choose_variant(768, 64, DType::F32, false), UnitPerRow);
+    assert_eq!(choose_variant(768, 63, DType::F32, false), CubePerRow);
+    assert_eq!(
+        choose_variant(65536, 4, DType::F32, false),
+        CubePerRowLooped
+    );
     assert_eq!(choose_variant(4096, 16384, DType::F32, true), CubePerRow);
     assert_eq!(choose_variant(8192, 1, DType::BF16, false), CubePerRow);
     assert_eq!(choose_variant(8193, 1, DType::F32, true), CubePerRowLooped);

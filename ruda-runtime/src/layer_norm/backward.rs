@@ -5,7 +5,10 @@ use cubecl::{client::ComputeClient, prelude::*, zspace::Shape};
 
 use super::{
     Strategy, Variant, choose_variant,
-    kernels::backward::{backward_looped, backward_registers, reduce_partials},
+    kernels::{
+        backward::{backward_looped, backward_registers, reduce_partials},
+        unit::{backward_unit_columns, backward_unit_rows},
+    },
     layout::{array_arg, into_contiguous, needs_copy},
     plan::{Plan, address_type},
     validate::check_backward,
@@ -65,8 +68,11 @@ pub(crate) fn backward<R: cubecl::Runtime>(
     let mean = into_contiguous(client, mean);
     let rstd = into_contiguous(client, rstd);
     let cubes = plan.backward_cubes(client);
-    // One partial row of dgamma/dbeta per cube.
-    let num_partials = cubes;
+    // One partial row of dgamma/dbeta per cube; the unit-per-row variant needs none.
+    let num_partials = match plan.variant {
+        Variant::UnitPerRow => 1,
+        _ => cubes,
+    };
     let partial_shape = Shape::new([num_partials, d]);
     let dgamma_partial = TensorBuffer::empty(client, partial_shape.clone(), DType::F32);
     let dbeta_partial = TensorBuffer::empty(client, partial_shape, DType::F32);
@@ -126,6 +132,46 @@ pub(crate) fn backward<R: cubecl::Runtime>(
                 plan.plane_size,
                 dtype,
             ),
+            Variant::UnitPerRow => {
+                // The exact centre correction of each row, from the row kernel to the column one.
+                let centre = TensorBuffer::empty(client, Shape::new([problem.rows]), DType::F32);
+                backward_unit_rows::launch_unchecked::<R>(
+                    client,
+                    CubeCount::new_1d(plan.forward_cubes(client) as u32),
+                    plan.cube_dim(),
+                    addr,
+                    plan.vector,
+                    array_arg(&input, n),
+                    array_arg(&weight, d),
+                    array_arg(&grad, n),
+                    array_arg(&mean, problem.rows),
+                    array_arg(&rstd, problem.rows),
+                    array_arg(&dx, n),
+                    array_arg(&centre, problem.rows),
+                    problem.rows,
+                    plan.d_vec,
+                    dtype,
+                );
+                let column_cubes = plan.d_vec.div_ceil(super::plan::UNIT_CUBE);
+                backward_unit_columns::launch_unchecked::<R>(
+                    client,
+                    CubeCount::new_1d(column_cubes as u32),
+                    CubeDim::new_1d(super::plan::UNIT_CUBE as u32),
+                    addr,
+                    plan.vector,
+                    array_arg(&input, n),
+                    array_arg(&grad, n),
+                    array_arg(&mean, problem.rows),
+                    array_arg(&rstd, problem.rows),
+                    array_arg(&centre, problem.rows),
+                    array_arg(&dgamma, d),
+                    array_arg(&dbeta, d),
+                    problem.rows,
+                    plan.d_vec,
+                    dtype,
+                );
+                return [dx, dgamma, dbeta];
+            }
         }
 
         // A few column vectors per cube (64 contiguous bytes of each partial row) and the rest

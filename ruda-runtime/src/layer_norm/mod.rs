@@ -71,6 +71,12 @@ pub enum Variant {
     /// reads `x` twice (statistics, then output; the shift is taken from the first chunk while
     /// it is in registers), the backward pass reads `x`/`dy` twice.
     CubePerRowLooped,
+    /// One unit per row, no shared memory and no barrier: the unit reads its row three times
+    /// (from cache after the first) in the forward pass, twice in the backward pass, and the
+    /// backward's `dgamma`/`dbeta` come from a second kernel with one unit per column. Any `d`.
+    /// For devices where barriers are expensive and plane operations missing, such as Mesa's
+    /// lavapipe (Vulkan on the CPU); on a GPU it leaves most lanes idle.
+    UnitPerRow,
 }
 
 /// How the units of a row combine their partial sums.
@@ -106,7 +112,11 @@ impl From<Variant> for Strategy {
 /// The default variant for rows of `d` elements of `dtype`, `rows` rows, on a device with
 /// (`has_plane`) or without usable plane operations.
 ///
-/// The rule:
+/// The rule, on a device without usable plane operations: [`Variant::UnitPerRow`] when there
+/// are at least 64 rows. Such devices are CPU adapters (Mesa's lavapipe: CubeCL does not give
+/// plane operations to CPU adapters) or GPUs without subgroups, and on a CPU adapter a barrier
+/// costs far more than re-reading a row from cache. With fewer rows, and on every device with
+/// plane operations:
 /// - [`Variant::PlanePerRow`] when `d <= 256`, or when `d <= 1024` and there are at least 1024
 ///   rows (enough rows to give every group of 32 units its own row and still fill the device;
 ///   with fewer rows a cube per row spreads the work wider). Without plane operations the bound
@@ -126,6 +136,9 @@ impl From<Variant> for Strategy {
 /// (and of the autotune key) because the best crossover points do depend on it.
 pub fn choose_variant(d: usize, rows: usize, dtype: DType, has_plane: bool) -> Variant {
     let _ = dtype;
+    if !has_plane && rows >= 64 {
+        return Variant::UnitPerRow;
+    }
     let plane_row_max = if has_plane { 1024 } else { 2048 };
     if d <= 256 || (d <= plane_row_max && rows >= 1024) {
         Variant::PlanePerRow

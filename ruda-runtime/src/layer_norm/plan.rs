@@ -12,6 +12,8 @@ pub const MAX_VECTORS_PER_UNIT: usize = 32;
 const CUBE_UNITS: usize = 256;
 /// Vectors per unit per chunk of the looped variants: four 16-byte loads in flight per unit.
 const LOOP_CHUNK: usize = 4;
+/// Units per cube of the unit-per-row variant: a few SIMD batches of a CPU adapter.
+pub(crate) const UNIT_CUBE: usize = 64;
 /// Upper bound on the f32 scratch of the backward column sums, per buffer, in elements (16 MiB).
 const MAX_PARTIAL_ELEMS: usize = 1 << 22;
 
@@ -103,8 +105,12 @@ impl Plan {
                     (group, 1, d_vec.div_ceil(group))
                 }
                 Variant::CubePerRowLooped => (max_units.max(min_group), 1, LOOP_CHUNK),
+                // One unit per row: cubes of `UNIT_CUBE` rows; nothing held in registers.
+                Variant::UnitPerRow => (UNIT_CUBE.min(max_units), 1, 0),
             };
-            if variant == Variant::CubePerRowLooped || shape.2 <= MAX_VECTORS_PER_UNIT {
+            if matches!(variant, Variant::CubePerRowLooped | Variant::UnitPerRow)
+                || shape.2 <= MAX_VECTORS_PER_UNIT
+            {
                 break shape;
             }
             assert!(
@@ -127,7 +133,10 @@ impl Plan {
             rows_per_cube,
             vectors_per_unit,
             plane_size,
-            tiles: rows.div_ceil(rows_per_cube),
+            tiles: match variant {
+                Variant::UnitPerRow => rows.div_ceil(group_size),
+                _ => rows.div_ceil(rows_per_cube),
+            },
         }
     }
 
