@@ -4,7 +4,8 @@
 //! ```text
 //! cargo build --release --example gpu_suite
 //! ./target/release/examples/gpu_suite            # all checks and benchmarks
-//! ./target/release/examples/gpu_suite --quick    # small shapes, few iterations (CPU adapters)
+//! ./target/release/examples/gpu_suite --quick    # small shapes (CPU adapters such as lavapipe)
+//! ./target/release/examples/gpu_suite --quick --smoke   # and few iterations
 //! ```
 //!
 //! Sections: the device list with fingerprints; LayerNorm correctness on CUDA and on the wgpu
@@ -22,6 +23,7 @@ use ruda_suite::timing::TimingPlan;
 
 struct Options {
     quick: bool,
+    smoke: bool,
     burn: bool,
 }
 
@@ -29,6 +31,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let options = Options {
         quick: args.iter().any(|a| a == "--quick"),
+        smoke: args.iter().any(|a| a == "--smoke"),
         burn: !args.iter().any(|a| a == "--no-burn"),
     };
     println!(
@@ -112,7 +115,7 @@ fn shapes(options: &Options) -> Vec<(usize, usize)> {
 }
 
 fn plan(options: &Options) -> TimingPlan {
-    if options.quick {
+    if options.smoke {
         TimingPlan::QUICK
     } else {
         TimingPlan::STANDARD
