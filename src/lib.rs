@@ -3,5 +3,6 @@
 
 pub mod layer_norm_bench;
 pub mod layer_norm_checks;
+pub mod plain_runtime;
 pub mod reference;
 pub mod timing;

@@ -23,7 +23,8 @@ use burn::tensor::{
     Bool, IndexingUpdateOp, Int, Tensor, TensorData, TensorPrimitive, Transaction, activation,
 };
 use burn_ruda::{Ruda, RudaWgpu, layer_norm::native_calls};
-use cubecl::wgpu::{WgpuDevice, WgpuRuntime};
+use cubecl::wgpu::WgpuDevice;
+use ruda_suite::plain_runtime::PlainWgpu;
 use serial_test::serial;
 
 type R = Ruda<RudaWgpu>;
@@ -685,55 +686,6 @@ fn layer_norm_without_beta_and_on_strided_input_matches_ndarray() {
         layer_norm(nx, ng, None, 1e-5),
     );
 }
-
-/// A CubeCL runtime (CubeCL's wgpu, renamed) that opts into `ruda_runtime::Runtime` with no
-/// native kernels: `Ruda` must fall back to Burn's composed LayerNorm.
-#[derive(Debug, Clone, Copy, Default)]
-struct PlainWgpu;
-
-impl cubecl::Runtime for PlainWgpu {
-    type Compiler = <WgpuRuntime as cubecl::Runtime>::Compiler;
-    type Server = <WgpuRuntime as cubecl::Runtime>::Server;
-    type Device = WgpuDevice;
-
-    fn client(device: &Self::Device) -> cubecl::client::ComputeClient<Self> {
-        cubecl::client::ComputeClient::load(device)
-    }
-
-    fn name(client: &cubecl::client::ComputeClient<Self>) -> &'static str {
-        // As `RudaWgpu` names itself (the adapter's graphics API decides the compiler).
-        if format!("{:?}", client.info()) == "Vulkan" {
-            "wgpu<spirv>"
-        } else {
-            "wgpu<wgsl>"
-        }
-    }
-
-    fn require_array_lengths() -> bool {
-        WgpuRuntime::require_array_lengths()
-    }
-
-    fn max_cube_count() -> (u32, u32, u32) {
-        WgpuRuntime::max_cube_count()
-    }
-
-    fn can_read_tensor(shape: &cubecl::zspace::Shape, strides: &cubecl::zspace::Strides) -> bool {
-        WgpuRuntime::can_read_tensor(shape, strides)
-    }
-
-    fn target_properties() -> cubecl::ir::TargetProperties {
-        WgpuRuntime::target_properties()
-    }
-
-    fn enumerate_devices(
-        type_id: u16,
-        info: &<Self::Server as cubecl::server::ComputeServer>::Info,
-    ) -> Vec<cubecl::device::DeviceId> {
-        WgpuRuntime::enumerate_devices(type_id, info)
-    }
-}
-
-impl ruda_runtime::Runtime for PlainWgpu {}
 
 #[test]
 #[serial]

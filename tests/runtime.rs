@@ -5,41 +5,8 @@ use cubecl::prelude::*;
 use cubecl::wgpu::{WgpuDevice, WgpuRuntime};
 use ruda_runtime::device::{DeviceError, DeviceSpec, Inventory, RudaDevice};
 use ruda_runtime::{RudaWgpu, Runtime as RudaRuntimeTrait, TensorBuffer};
+use ruda_suite::plain_runtime::PlainWgpu;
 use serial_test::serial;
-
-/// A CubeCL runtime that knows nothing of ruda: it opts in with an empty impl.
-#[derive(Debug, Clone)]
-struct PlainWgpu;
-
-impl cubecl::Runtime for PlainWgpu {
-    type Compiler = <WgpuRuntime as cubecl::Runtime>::Compiler;
-    type Server = <WgpuRuntime as cubecl::Runtime>::Server;
-    type Device = WgpuDevice;
-
-    fn client(device: &Self::Device) -> ComputeClient<Self> {
-        ComputeClient::load(device)
-    }
-    fn name(_client: &ComputeClient<Self>) -> &'static str {
-        "plain-wgpu"
-    }
-    fn max_cube_count() -> (u32, u32, u32) {
-        WgpuRuntime::max_cube_count()
-    }
-    fn can_read_tensor(shape: &cubecl::zspace::Shape, strides: &cubecl::zspace::Strides) -> bool {
-        WgpuRuntime::can_read_tensor(shape, strides)
-    }
-    fn target_properties() -> cubecl::ir::TargetProperties {
-        WgpuRuntime::target_properties()
-    }
-    fn enumerate_devices(
-        type_id: u16,
-        info: &<Self::Server as cubecl::server::ComputeServer>::Info,
-    ) -> Vec<cubecl::device::DeviceId> {
-        WgpuRuntime::enumerate_devices(type_id, info)
-    }
-}
-
-impl RudaRuntimeTrait for PlainWgpu {}
 
 fn cpu() -> WgpuDevice {
     WgpuDevice::Cpu
