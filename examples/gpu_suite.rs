@@ -25,6 +25,7 @@ struct Options {
     quick: bool,
     smoke: bool,
     burn: bool,
+    breakdown: bool,
 }
 
 fn main() {
@@ -33,7 +34,12 @@ fn main() {
         quick: args.iter().any(|a| a == "--quick"),
         smoke: args.iter().any(|a| a == "--smoke"),
         burn: !args.iter().any(|a| a == "--no-burn"),
+        breakdown: args.iter().any(|a| a == "--breakdown"),
     };
+    if options.breakdown {
+        breakdown(&options);
+        return;
+    }
     println!(
         "# burn-ruda gpu_suite {}",
         if options.quick { "(quick)" } else { "" }
@@ -103,6 +109,46 @@ fn main() {
     println!("\n## Result\n\n{failures} check(s) failed");
     if failures > 0 {
         std::process::exit(1);
+    }
+}
+
+/// Only the breakdown of LayerNorm through Burn (`--breakdown`), on CUDA or else the wgpu
+/// device.
+fn breakdown(options: &Options) {
+    type RudaAd<R> = burn_ruda::Autodiff<burn_ruda::Ruda<R>>;
+    let shapes = if options.quick {
+        vec![(1024, 1024)]
+    } else {
+        vec![(16384, 1024), (16384, 4096)]
+    };
+    println!("\n## burn_ruda: LayerNorm through Burn, step by step (f32)\n");
+    println!("impl\tshape\tstep\tlatency_us\tenqueue_us\tthroughput_us");
+    for (rows, d) in shapes {
+        #[cfg(feature = "cuda")]
+        if ruda_runtime::runtime::cuda::cuda_device_count() > 0 {
+            ruda_suite::burn_breakdown::print_raw_breakdown::<ruda_runtime::RudaCuda>(
+                "ruda-cuda",
+                &Default::default(),
+                rows,
+                d,
+                plan(options),
+            );
+            ruda_suite::burn_breakdown::print_breakdown::<RudaAd<ruda_runtime::RudaCuda>>(
+                "burn_ruda-cuda",
+                &Default::default(),
+                rows,
+                d,
+                plan(options),
+            );
+            continue;
+        }
+        ruda_suite::burn_breakdown::print_breakdown::<RudaAd<ruda_runtime::RudaWgpu>>(
+            "burn_ruda-wgpu",
+            &Default::default(),
+            rows,
+            d,
+            plan(options),
+        );
     }
 }
 

@@ -1,6 +1,7 @@
 //! Shared code of burn-ruda's examples, integration tests and benchmarks: the timing method
 //! of DESIGN.md and the LayerNorm benchmark cases, so that every table is measured one way.
 
+pub mod burn_breakdown;
 pub mod layer_norm_bench;
 pub mod layer_norm_checks;
 pub mod plain_runtime;

@@ -6,15 +6,20 @@
 //! tensors, same [`Gradients`], same graph) from the same signature list as [`crate::Ruda`],
 //! except `layer_norm`, which it records as a single node whose forward is
 //! [`LayerNormBackend::layer_norm_native`] and whose backward is
-//! [`LayerNormBackend::layer_norm_native_backward`]. When the backend has no native LayerNorm,
-//! `layer_norm` is Burn's composed one.
+//! [`LayerNormBackend::layer_norm_native_backward`]. The node is memory-bound, as Burn marks
+//! its cheap elementwise ops: under `BalancedCheckpointing` its output is recomputed by one more
+//! native forward when a later backward needs it, instead of being kept. When the backend has no
+//! native LayerNorm, `layer_norm` is Burn's composed one.
 
 use core::fmt;
 use core::marker::PhantomData;
 
 use burn_autodiff::{
+    NodeId,
     checkpoint::{
         base::Checkpointer,
+        retro_forward::RetroForward,
+        state::BackwardStates,
         strategy::{CheckpointStrategy, NoCheckpointing},
     },
     grads::Gradients,
@@ -133,11 +138,13 @@ trait AutodiffOwnOps: Backend {
 #[derive(Debug)]
 struct NativeLayerNormBackward;
 
-/// What the backward needs from the forward: the input, gamma and the forward's statistics.
+/// What the backward needs from the forward: the checkpointed input and gamma (kept, or
+/// recomputed under a checkpointing strategy), and the forward's statistics (two floats per
+/// row, always kept).
 #[derive(Clone, Debug)]
 struct NativeLayerNormState<B: Backend> {
-    tensor: FloatTensor<B>,
-    gamma: FloatTensor<B>,
+    tensor: NodeId,
+    gamma: NodeId,
     mean: FloatTensor<B>,
     rstd: FloatTensor<B>,
 }
@@ -147,11 +154,13 @@ impl NativeLayerNormBackward {
     fn run<B: LayerNormBackend, const N: usize>(
         ops: Ops<NativeLayerNormState<B>, N>,
         grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
     ) {
         let grad = grads.consume::<B>(&ops.node);
         let state = ops.state;
-        let outputs =
-            B::layer_norm_native_backward(state.tensor, state.gamma, grad, state.mean, state.rstd);
+        let tensor = checkpointer.retrieve_node_output(state.tensor);
+        let gamma = checkpointer.retrieve_node_output(state.gamma);
+        let outputs = B::layer_norm_native_backward(tensor, gamma, grad, state.mean, state.rstd);
         // Parents are [x, gamma, beta?]; outputs are [dx, dgamma, dbeta].
         for (parent, gradient) in ops.parents.into_iter().zip(outputs) {
             if let Some(node) = parent {
@@ -164,44 +173,102 @@ impl NativeLayerNormBackward {
 impl<B: LayerNormBackend> Backward<B, 2> for NativeLayerNormBackward {
     type State = NativeLayerNormState<B>;
 
-    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        Self::run::<B, 2>(ops, grads);
+    fn backward(
+        self,
+        ops: Ops<Self::State, 2>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        Self::run::<B, 2>(ops, grads, checkpointer);
     }
 }
 
 impl<B: LayerNormBackend> Backward<B, 3> for NativeLayerNormBackward {
     type State = NativeLayerNormState<B>;
 
-    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
-        Self::run::<B, 3>(ops, grads);
+    fn backward(
+        self,
+        ops: Ops<Self::State, 3>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        Self::run::<B, 3>(ops, grads, checkpointer);
     }
 }
 
-/// Records the native LayerNorm as one node with `N` parents (`inputs` are their primitives:
-/// `[x, gamma]` or `[x, gamma, beta]`).
-macro_rules! record_native_layer_norm {
-    ($B:ty, $C:ty, $nodes:expr, $tensor:expr, $gamma:expr, $beta:expr, $epsilon:expr) => {{
-        let prep = Backward::<$B, _>::prepare::<$C>(NativeLayerNormBackward, $nodes)
-            .compute_bound()
-            .stateful();
-        match prep {
-            OpsKind::Tracked(prep) => {
-                let [out, mean, rstd] =
-                    <$B>::layer_norm_native($tensor.clone(), $gamma.clone(), $beta, $epsilon);
-                let state = NativeLayerNormState {
-                    tensor: $tensor,
-                    gamma: $gamma,
-                    mean,
-                    rstd,
-                };
-                prep.finish(state, out)
-            }
-            OpsKind::UnTracked(prep) => {
-                let [out, _, _] = <$B>::layer_norm_native($tensor, $gamma, $beta, $epsilon);
-                prep.finish(out)
-            }
+/// Recomputes the LayerNorm output from its parents `[x, gamma, beta?]` when a checkpointing
+/// strategy (`BalancedCheckpointing`) did not keep it and a later node's backward needs it.
+#[derive(Debug)]
+struct RetroNativeLayerNorm<B> {
+    parents: Vec<NodeId>,
+    epsilon: f64,
+    _backend: PhantomData<fn() -> B>,
+}
+
+impl<B: LayerNormBackend> RetroForward for RetroNativeLayerNorm<B> {
+    fn forward(&self, states: &mut BackwardStates, out_node: NodeId) {
+        let mut inputs = self
+            .parents
+            .iter()
+            .map(|id| states.get_state::<FloatTensor<B>>(id));
+        let tensor = inputs.next().expect("LayerNorm: input");
+        let gamma = inputs.next().expect("LayerNorm: gamma");
+        let beta = inputs.next();
+        let [out, _, _] = B::layer_norm_native(tensor, gamma, beta, self.epsilon);
+        states.save(out_node, out);
+    }
+}
+
+/// Records the native LayerNorm as one memory-bound node whose parents are `[x, gamma]` or
+/// `[x, gamma, beta]`. Under `NoCheckpointing` its output is kept; under `BalancedCheckpointing`
+/// it is recomputed by [`RetroNativeLayerNorm`] when a later backward needs it (one more native
+/// forward, one activation less in memory). x and gamma are checkpointed for its backward, the
+/// forward's statistics (two floats per row) are kept.
+fn record_native_layer_norm<B, C, const N: usize>(
+    parents: [FloatTensor<AdInner<B, C>>; N],
+    epsilon: f64,
+) -> FloatTensor<AdInner<B, C>>
+where
+    B: LayerNormBackend,
+    C: CheckpointStrategy,
+    NativeLayerNormBackward: Backward<B, N, State = NativeLayerNormState<B>>,
+{
+    let nodes = parents.each_ref().map(|t| t.node.clone());
+    let retro = RetroNativeLayerNorm::<B> {
+        parents: parents.iter().map(|t| t.node.id).collect(),
+        epsilon,
+        _backend: PhantomData,
+    };
+    let prep = NativeLayerNormBackward
+        .prepare::<C>(nodes)
+        .memory_bound()
+        .retro_forward(retro)
+        .parents(parents.iter())
+        .stateful();
+    let mut parents = parents.into_iter();
+    let tensor = parents.next().expect("LayerNorm: input");
+    let gamma = parents.next().expect("LayerNorm: gamma");
+    let beta = parents.next().map(|beta| beta.primitive);
+    match prep {
+        OpsKind::Tracked(mut prep) => {
+            let tensor_id = prep.checkpoint(&tensor);
+            let gamma_id = prep.checkpoint(&gamma);
+            let [out, mean, rstd] =
+                B::layer_norm_native(tensor.primitive, gamma.primitive, beta, epsilon);
+            let state = NativeLayerNormState {
+                tensor: tensor_id,
+                gamma: gamma_id,
+                mean,
+                rstd,
+            };
+            prep.finish(state, out)
         }
-    }};
+        OpsKind::UnTracked(prep) => {
+            let [out, _, _] =
+                B::layer_norm_native(tensor.primitive, gamma.primitive, beta, epsilon);
+            prep.finish(out)
+        }
+    }
 }
 
 impl<B: LayerNormBackend, C: CheckpointStrategy> AutodiffOwnOps for Autodiff<B, C> {
@@ -218,30 +285,8 @@ impl<B: LayerNormBackend, C: CheckpointStrategy> AutodiffOwnOps for Autodiff<B, 
             );
         }
         match beta {
-            Some(beta) => {
-                let nodes = [tensor.node.clone(), gamma.node.clone(), beta.node.clone()];
-                record_native_layer_norm!(
-                    B,
-                    C,
-                    nodes,
-                    tensor.primitive,
-                    gamma.primitive,
-                    Some(beta.primitive),
-                    epsilon
-                )
-            }
-            None => {
-                let nodes = [tensor.node.clone(), gamma.node.clone()];
-                record_native_layer_norm!(
-                    B,
-                    C,
-                    nodes,
-                    tensor.primitive,
-                    gamma.primitive,
-                    None,
-                    epsilon
-                )
-            }
+            Some(beta) => record_native_layer_norm::<B, C, 3>([tensor, gamma, beta], epsilon),
+            None => record_native_layer_norm::<B, C, 2>([tensor, gamma], epsilon),
         }
     }
 }
