@@ -2,6 +2,7 @@
 //! of DESIGN.md and the LayerNorm benchmark cases, so that every table is measured one way.
 
 pub mod burn_breakdown;
+pub mod differential;
 pub mod layer_norm_bench;
 pub mod layer_norm_checks;
 pub mod plain_runtime;
