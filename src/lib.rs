@@ -2,9 +2,13 @@
 //! of DESIGN.md and the LayerNorm benchmark cases, so that every table is measured one way.
 
 pub mod burn_breakdown;
+pub mod char_lm;
 pub mod differential;
+pub mod example_args;
 pub mod layer_norm_bench;
 pub mod layer_norm_checks;
+pub mod mnist;
 pub mod plain_runtime;
 pub mod reference;
 pub mod timing;
+pub mod training_log;
