@@ -6,12 +6,18 @@
 //! ./target/release/examples/gpu_suite            # all checks and benchmarks
 //! ./target/release/examples/gpu_suite --quick    # small shapes (CPU adapters such as lavapipe)
 //! ./target/release/examples/gpu_suite --quick --smoke   # and few iterations
+//! ./target/release/examples/gpu_suite --no-differential # skip the op-by-op checks
+//! ./target/release/examples/gpu_suite --differential-only  # only them
+//! ./target/release/examples/gpu_suite --breakdown [--trace]  # LayerNorm through Burn, step by
+//!                                                # step [and the host spans of the slow steps]
 //! ```
 //!
 //! Sections: the device list with fingerprints; LayerNorm correctness on CUDA and on the wgpu
 //! GPU (or the CPU adapter when there is no GPU) against an f64 host reference; benchmarks of the
 //! native kernels (default rule and every variant) and of Burn's composed LayerNorm under
-//! `burn::backend::Autodiff`, timed as DESIGN.md says (wall clock + sync, warm-up, median).
+//! `burn::backend::Autodiff`, timed as DESIGN.md says (wall clock + sync, warm-up, median); the
+//! differential suite of `ruda_suite::differential` (every Burn op family and the gradients of
+//! three models against NdArray) on CUDA and on the wgpu GPU.
 //! Benchmark rows use `torch_layernorm.py`'s format. Exits non-zero if a check fails.
 
 use burn::backend::Autodiff;
@@ -26,6 +32,9 @@ struct Options {
     smoke: bool,
     burn: bool,
     breakdown: bool,
+    differential: bool,
+    trace: bool,
+    differential_only: bool,
 }
 
 fn main() {
@@ -35,10 +44,21 @@ fn main() {
         smoke: args.iter().any(|a| a == "--smoke"),
         burn: !args.iter().any(|a| a == "--no-burn"),
         breakdown: args.iter().any(|a| a == "--breakdown"),
+        differential: !args.iter().any(|a| a == "--no-differential"),
+        trace: args.iter().any(|a| a == "--trace"),
+        differential_only: args.iter().any(|a| a == "--differential-only"),
     };
+    if options.trace && !ruda_suite::span_profile::install() {
+        eprintln!("--trace: another tracing subscriber is installed; no spans will be recorded");
+    }
     if options.breakdown {
         breakdown(&options);
         return;
+    }
+    if options.differential_only {
+        let failures = differential_only();
+        println!("\n## Result\n\n{failures} check(s) failed");
+        std::process::exit(if failures > 0 { 1 } else { 0 });
     }
     println!(
         "# burn-ruda gpu_suite {}",
@@ -53,6 +73,12 @@ fn main() {
     if ruda_runtime::runtime::cuda::cuda_device_count() > 0 {
         let device = cubecl::cuda::CudaDevice::new(0);
         failures += suite::<ruda_runtime::RudaCuda>("ruda-cuda", &device, &options);
+        if options.differential {
+            failures += differential::<burn_ruda::Ruda<ruda_runtime::RudaCuda>>(
+                "burn_ruda-cuda",
+                &Default::default(),
+            );
+        }
         if options.burn {
             burn_baseline::<Autodiff<burn::backend::Cuda>>(
                 "burn-cuda",
@@ -87,6 +113,12 @@ fn main() {
                 "ruda-lavapipe"
             };
             failures += suite::<ruda_runtime::RudaWgpu>(name, &device, &options);
+            if options.differential && gpu.is_some() {
+                failures += differential::<burn_ruda::Ruda<ruda_runtime::RudaWgpu>>(
+                    "burn_ruda-vulkan",
+                    &device,
+                );
+            }
             if options.burn {
                 let burn_name = if gpu.is_some() {
                     "burn-vulkan"
@@ -110,6 +142,18 @@ fn main() {
     if failures > 0 {
         std::process::exit(1);
     }
+}
+
+/// Only the differential checks (`--differential-only`), on CUDA and else the wgpu device.
+fn differential_only() -> usize {
+    #[cfg(feature = "cuda")]
+    if ruda_runtime::runtime::cuda::cuda_device_count() > 0 {
+        return differential::<burn_ruda::Ruda<ruda_runtime::RudaCuda>>(
+            "burn_ruda-cuda",
+            &Default::default(),
+        );
+    }
+    differential::<burn_ruda::Ruda<ruda_runtime::RudaWgpu>>("burn_ruda-wgpu", &Default::default())
 }
 
 /// Only the breakdown of LayerNorm through Burn (`--breakdown`), on CUDA or else the wgpu
@@ -140,6 +184,13 @@ fn breakdown(options: &Options) {
                 d,
                 plan(options),
             );
+            if options.trace {
+                ruda_suite::burn_breakdown::print_breakdown_trace::<RudaAd<ruda_runtime::RudaCuda>>(
+                    &Default::default(),
+                    rows,
+                    d,
+                );
+            }
             continue;
         }
         ruda_suite::burn_breakdown::print_breakdown::<RudaAd<ruda_runtime::RudaWgpu>>(
@@ -149,6 +200,13 @@ fn breakdown(options: &Options) {
             d,
             plan(options),
         );
+        if options.trace {
+            ruda_suite::burn_breakdown::print_breakdown_trace::<RudaAd<ruda_runtime::RudaWgpu>>(
+                &Default::default(),
+                rows,
+                d,
+            );
+        }
     }
 }
 
@@ -232,6 +290,25 @@ fn suite<R: Runtime>(name: &str, device: &R::Device, options: &Options) -> usize
         }
     }
     failures
+}
+
+/// The differential suite (every op family against NdArray; gradients of an MLP, a CNN and a
+/// `TransformerEncoder` under `burn_ruda::Autodiff<B>` against `Autodiff<NdArray>`) on `B`, the
+/// same checks `tests/burn_backend.rs` runs on lavapipe; returns the failures.
+fn differential<B: burn_ruda::LayerNormBackend>(name: &str, device: &B::Device) -> usize {
+    use ruda_suite::differential::{Family, report, run_checks_with};
+    println!("\n## {name}: differential checks against NdArray\n");
+    // Family by family, so that each result is printed as soon as it is known.
+    Family::ALL
+        .iter()
+        .map(|family| {
+            let outcomes =
+                run_checks_with::<B, burn_ruda::Autodiff<B>>(&[*family], device, device, |check| {
+                    eprintln!("running: {check}")
+                });
+            report(&outcomes)
+        })
+        .sum()
 }
 
 /// Whether `variant` accepts rows of `d` (the register-held variants have a size limit).

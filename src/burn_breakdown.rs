@@ -264,3 +264,77 @@ pub fn print_raw_breakdown<R: ruda_runtime::Runtime>(
         ),
     );
 }
+
+/// Runs `call` + `sync` `iters` times under [`crate::span_profile::record`] (after 10 unrecorded
+/// warm-up calls) and prints the spans per call, then the timeline of one more call. The
+/// benchmark's own phases are the spans `bench_call` and `bench_sync` on the main thread.
+pub fn print_trace(step: &str, iters: usize, mut call: impl FnMut(), mut sync: impl FnMut()) {
+    use crate::span_profile::{record, summary, timeline};
+    let mut once = || {
+        tracing::info_span!("bench_call").in_scope(&mut call);
+        tracing::info_span!("bench_sync").in_scope(&mut sync);
+    };
+    for _ in 0..10 {
+        once();
+    }
+    let records = record(|| {
+        for _ in 0..iters {
+            once();
+        }
+    });
+    println!("\n### spans of '{step}', per call ({iters} calls)\n");
+    print!("{}", summary(&records, iters));
+    let records = record(&mut once);
+    println!("\n### timeline of one call of '{step}'\n");
+    print!("{}", timeline(&records, 300));
+}
+
+/// [`print_trace`] for the slow steps of [`print_breakdown`]: the inner native forward +
+/// backward with a new `ones` as dy, and forward + backward + `x.grad` under autodiff.
+pub fn print_breakdown_trace<A>(device: &A::Device, rows: usize, d: usize)
+where
+    A: AutodiffBackend,
+    A::InnerBackend: LayerNormBackend,
+{
+    type Inner<A> = <A as AutodiffBackend>::InnerBackend;
+    let layer: LayerNorm<A> = LayerNormConfig::new(d).with_epsilon(EPSILON).init(device);
+    let inner_layer = layer.valid();
+    let x = Tensor::<A, 2>::random([rows, d], Distribution::Normal(0.0, 1.0), device);
+    let x_inner = x.clone().inner();
+    let gamma = inner_layer.gamma.val();
+    let beta = inner_layer.beta.as_ref().map(|b| b.val());
+    let primitive = |t: Tensor<Inner<A>, 2>| t.into_primitive().tensor();
+    let primitive1 = |t: Tensor<Inner<A>, 1>| t.into_primitive().tensor();
+    println!("\n## spans at {rows}x{d}");
+    print_trace(
+        "inner: native fwd+bwd (dy = new ones)",
+        20,
+        || {
+            let [_, mean, rstd] = Inner::<A>::layer_norm_native(
+                primitive(x_inner.clone()),
+                primitive1(gamma.clone()),
+                beta.clone().map(primitive1),
+                EPSILON,
+            );
+            let dy = Tensor::<Inner<A>, 2>::ones([rows, d], device);
+            drop(Inner::<A>::layer_norm_native_backward(
+                primitive(x_inner.clone()),
+                primitive1(gamma.clone()),
+                primitive(dy),
+                mean,
+                rstd,
+            ));
+        },
+        || Inner::<A>::sync(device).expect("device sync failed"),
+    );
+    print_trace(
+        "autodiff: fwd + backward + x.grad",
+        20,
+        || {
+            let xg = x.clone().detach().require_grad();
+            let grads = layer.forward(xg.clone()).backward();
+            drop(xg.grad(&grads));
+        },
+        || A::sync(device).expect("device sync failed"),
+    );
+}

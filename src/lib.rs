@@ -10,5 +10,6 @@ pub mod layer_norm_checks;
 pub mod mnist;
 pub mod plain_runtime;
 pub mod reference;
+pub mod span_profile;
 pub mod timing;
 pub mod training_log;

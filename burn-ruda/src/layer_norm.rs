@@ -216,6 +216,11 @@ mod fusion {
         BT: BoolElement,
     {
         fn execute(&self, handles: &mut Handles<R, F, I, BT>) {
+            let _span = match self.kind {
+                Kind::Forward { .. } => tracing::trace_span!("ruda_layer_norm_forward"),
+                Kind::Backward => tracing::trace_span!("ruda_layer_norm_backward"),
+            }
+            .entered();
             let mut inputs: Vec<CubeTensor<R>> = self
                 .desc
                 .inputs

@@ -29,7 +29,8 @@
 //!   generate the delegating implementations of [`Ruda`] and [`Autodiff`] from it.
 //! - [`layer_norm`]: the native LayerNorm as a custom operation of the fusion stream, and the
 //!   [`LayerNormBackend`] trait the autodiff decorator uses.
-//! - [`autodiff`]: the decorator, recording LayerNorm as one autodiff node.
+//! - [`autodiff`]: the decorator, recording LayerNorm as one autodiff node (memory-bound: under
+//!   Burn's `BalancedCheckpointing` its output is recomputed by one more native forward).
 //!
 //! # Features
 //! - `fusion` (default): delegate to `burn_fusion::Fusion<CubeBackend<R>>`; the native
@@ -40,8 +41,6 @@
 //! # Not done yet
 //! - Only `layer_norm` is native; every other op (including the other normalizations) is
 //!   Burn's.
-//! - The native LayerNorm node is not recomputed under Burn's `BalancedCheckpointing`: it is
-//!   recorded as compute-bound, so its statistics are kept for the backward.
 //! - [`Autodiff`] requires a [`LayerNormBackend`] inner backend (any [`Ruda`]); for other
 //!   backends use `burn::backend::Autodiff`.
 
