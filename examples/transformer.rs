@@ -107,7 +107,7 @@ fn main_inner() -> Result<(), Box<dyn Error>> {
     if config.epochs == 0 || config.batch_size == 0 || config.seq_len == 0 {
         return Err("--epochs, --batch-size and --seq-len must be at least 1".into());
     }
-    if config.n_heads == 0 || config.d_model % config.n_heads != 0 {
+    if config.n_heads == 0 || !config.d_model.is_multiple_of(config.n_heads) {
         return Err(format!(
             "--d-model {} must be a multiple of --heads {}",
             config.d_model, config.n_heads

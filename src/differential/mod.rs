@@ -102,10 +102,13 @@ impl Family {
 /// by the gradient checks only).
 type CheckFn<D, DA> = fn(&D, &DA) -> CheckResult;
 
+/// A check and its name.
+type NamedCheck<D, DA> = (&'static str, CheckFn<D, DA>);
+
 /// Every check of `family`, by name.
 fn checks_of<B: Backend, A: AutodiffBackend>(
     family: Family,
-) -> Vec<(&'static str, CheckFn<B::Device, A::Device>)> {
+) -> Vec<NamedCheck<B::Device, A::Device>> {
     match family {
         Family::Float => vec![
             ("float elementwise", |d, _| float::elementwise::<B>(d)),
@@ -519,7 +522,7 @@ impl<'a, B: Backend, Ref: Backend> Checker<'a, B, Ref> {
 
     /// Records a failure of `op` (the current inputs are added to the message).
     pub fn fail(&mut self, op: &str, message: impl std::fmt::Display) {
-        let mut line = format!("{op}");
+        let mut line = op.to_string();
         if !self.inputs.is_empty() {
             let _ = write!(line, " [inputs {}]", self.inputs);
         }
