@@ -2,12 +2,13 @@
 //! Rust toolchain): build it here, carry it there, run it beside `torch_layernorm.py`.
 //!
 //! ```text
-//! cargo build --release --example gpu_suite
+//! cargo build --release --example gpu_suite --features gpu-suite
 //! ./target/release/examples/gpu_suite            # all checks and benchmarks
 //! ./target/release/examples/gpu_suite --quick    # small shapes (CPU adapters such as lavapipe)
 //! ./target/release/examples/gpu_suite --quick --smoke   # and few iterations
 //! ./target/release/examples/gpu_suite --no-differential # skip the op-by-op checks
 //! ./target/release/examples/gpu_suite --differential-only  # only them
+//! ./target/release/examples/gpu_suite --differential-only --only TransformerEncoder  # by name
 //! ./target/release/examples/gpu_suite --breakdown [--trace]  # LayerNorm through Burn, step by
 //!                                                # step [and the host spans of the slow steps]
 //! ```
@@ -35,6 +36,8 @@ struct Options {
     differential: bool,
     trace: bool,
     differential_only: bool,
+    /// `--only NAME`: only the differential checks whose name contains NAME.
+    only: Option<String>,
 }
 
 fn main() {
@@ -47,6 +50,10 @@ fn main() {
         differential: !args.iter().any(|a| a == "--no-differential"),
         trace: args.iter().any(|a| a == "--trace"),
         differential_only: args.iter().any(|a| a == "--differential-only"),
+        only: args
+            .iter()
+            .position(|a| a == "--only")
+            .and_then(|i| args.get(i + 1).cloned()),
     };
     if options.trace && !ruda_suite::span_profile::install() {
         eprintln!("--trace: another tracing subscriber is installed; no spans will be recorded");
@@ -56,7 +63,7 @@ fn main() {
         return;
     }
     if options.differential_only {
-        let failures = differential_only();
+        let failures = differential_only(options.only.as_deref());
         println!("\n## Result\n\n{failures} check(s) failed");
         std::process::exit(if failures > 0 { 1 } else { 0 });
     }
@@ -77,6 +84,7 @@ fn main() {
             failures += differential::<burn_ruda::Ruda<ruda_runtime::RudaCuda>>(
                 "burn_ruda-cuda",
                 &Default::default(),
+                options.only.as_deref(),
             );
         }
         if options.burn {
@@ -117,6 +125,7 @@ fn main() {
                 failures += differential::<burn_ruda::Ruda<ruda_runtime::RudaWgpu>>(
                     "burn_ruda-vulkan",
                     &device,
+                    options.only.as_deref(),
                 );
             }
             if options.burn {
@@ -145,15 +154,20 @@ fn main() {
 }
 
 /// Only the differential checks (`--differential-only`), on CUDA and else the wgpu device.
-fn differential_only() -> usize {
+fn differential_only(only: Option<&str>) -> usize {
     #[cfg(feature = "cuda")]
     if ruda_runtime::runtime::cuda::cuda_device_count() > 0 {
         return differential::<burn_ruda::Ruda<ruda_runtime::RudaCuda>>(
             "burn_ruda-cuda",
             &Default::default(),
+            only,
         );
     }
-    differential::<burn_ruda::Ruda<ruda_runtime::RudaWgpu>>("burn_ruda-wgpu", &Default::default())
+    differential::<burn_ruda::Ruda<ruda_runtime::RudaWgpu>>(
+        "burn_ruda-wgpu",
+        &Default::default(),
+        only,
+    )
 }
 
 /// Only the breakdown of LayerNorm through Burn (`--breakdown`), on CUDA or else the wgpu
@@ -295,16 +309,31 @@ fn suite<R: Runtime>(name: &str, device: &R::Device, options: &Options) -> usize
 /// The differential suite (every op family against NdArray; gradients of an MLP, a CNN and a
 /// `TransformerEncoder` under `burn_ruda::Autodiff<B>` against `Autodiff<NdArray>`) on `B`, the
 /// same checks `tests/burn_backend.rs` runs on lavapipe; returns the failures.
-fn differential<B: burn_ruda::LayerNormBackend>(name: &str, device: &B::Device) -> usize {
-    use ruda_suite::differential::{Family, report, run_checks_with};
+fn differential<B: burn_ruda::LayerNormBackend>(
+    name: &str,
+    device: &B::Device,
+    only: Option<&str>,
+) -> usize {
+    use ruda_suite::differential::{Family, MatmulPrecision, report, run_checks_with};
     println!("\n## {name}: differential checks against NdArray\n");
+    let precision = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        MatmulPrecision::of::<B>(device)
+    }));
+    println!(
+        "# f32 matmul operands on this device: {precision:?} (measured; the matmul, convolution \
+         and attention checks allow its rounding)"
+    );
     // Family by family, so that each result is printed as soon as it is known.
     Family::ALL
         .iter()
         .map(|family| {
             let outcomes =
                 run_checks_with::<B, burn_ruda::Autodiff<B>>(&[*family], device, device, |check| {
-                    eprintln!("running: {check}")
+                    let selected = only.is_none_or(|only| check.contains(only));
+                    if selected {
+                        eprintln!("running: {check}");
+                    }
+                    selected
                 });
             report(&outcomes)
         })

@@ -19,9 +19,10 @@ use burn::module::{Module, Param};
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Tensor, TensorData, TensorPrimitive, activation};
+use burn::tensor::{Tensor, TensorData, activation};
 use burn_ruda::{Ruda, RudaWgpu, layer_norm::native_calls};
 use cubecl::wgpu::WgpuDevice;
+use ruda_suite::differential::module_ops::layer_norm_of as layer_norm;
 use ruda_suite::differential::{self, Family, compare_floats, values};
 use ruda_suite::plain_runtime::PlainWgpu;
 use serial_test::serial;
@@ -136,21 +137,6 @@ fn gradients_match_autodiff_ndarray() {
 
 // ---------------------------------------------------------------------------------------------
 // LayerNorm
-
-/// `B::layer_norm` on tensors.
-fn layer_norm<B: Backend, const D: usize>(
-    x: Tensor<B, D>,
-    gamma: Tensor<B, 1>,
-    beta: Option<Tensor<B, 1>>,
-    epsilon: f64,
-) -> Tensor<B, D> {
-    Tensor::from_primitive(TensorPrimitive::Float(B::layer_norm(
-        x.into_primitive().tensor(),
-        gamma.into_primitive().tensor(),
-        beta.map(|b| b.into_primitive().tensor()),
-        epsilon,
-    )))
-}
 
 /// A `burn::nn::LayerNorm` with the given parameters.
 fn layer_norm_module<B: Backend>(

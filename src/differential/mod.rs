@@ -28,6 +28,13 @@
 //! Tolerances: `|got - want| <= tol * (1 + |want|)` per element. `1e-4` for f32 elementwise
 //! ops; looser values are justified where they are used (accumulation order of long sums,
 //! gradients through several layers). Integer and boolean results must be equal.
+//!
+//! Matrix products (matmul, convolution, attention) may legitimately run in TF32 on the device:
+//! CubeCL's matmul stages f32 operands as TF32 on tensor-core GPUs (as PyTorch does for
+//! convolutions by default). [`MatmulPrecision::of`] measures whether the device does, and
+//! [`Checker::close_products`] then adds the rounding error analysis' bound for products of
+//! rounded operands, `eps * magnitude`, where `magnitude` is the same product on the absolute
+//! values of the inputs (computed by the reference) and `eps` is 0 for exact f32 products.
 
 pub mod activations;
 pub mod float;
@@ -200,21 +207,24 @@ pub fn run_checks<B: Backend, A: AutodiffBackend>(
     device: &B::Device,
     autodiff_device: &A::Device,
 ) -> Vec<Outcome> {
-    run_checks_with::<B, A>(families, device, autodiff_device, |_| {})
+    run_checks_with::<B, A>(families, device, autodiff_device, |_| true)
 }
 
-/// [`run_checks`], calling `on_start` with each check's name before running it (the GPU suite
-/// prints it, so that a check that hangs is named).
+/// [`run_checks`], calling `select` with each check's name before running it: the check runs
+/// when it returns `true` (the GPU suite prints the name, so that a check that hangs is named,
+/// and runs only the checks `--only` names).
 pub fn run_checks_with<B: Backend, A: AutodiffBackend>(
     families: &[Family],
     device: &B::Device,
     autodiff_device: &A::Device,
-    mut on_start: impl FnMut(&str),
+    mut select: impl FnMut(&str) -> bool,
 ) -> Vec<Outcome> {
     let mut outcomes = Vec::new();
     for &family in families {
         for (name, check) in checks_of::<B, A>(family) {
-            on_start(name);
+            if !select(name) {
+                continue;
+            }
             let start = Instant::now();
             let result = catching(|| check(device, autodiff_device));
             outcomes.push(Outcome {
@@ -288,7 +298,7 @@ pub fn int_data(seed: u64, shape: &[usize], bound: i64) -> TensorData {
     TensorData::new(v, shape.to_vec())
 }
 
-fn f32s(data: &TensorData) -> Vec<f32> {
+pub(crate) fn f32s(data: &TensorData) -> Vec<f32> {
     data.clone().convert::<f32>().to_vec::<f32>().unwrap()
 }
 
@@ -311,6 +321,17 @@ fn coordinates(mut i: usize, shape: &[usize]) -> Vec<usize> {
 /// Compares float results: `|got - want| <= tol * (1 + |want|)`, NaN where the reference has
 /// NaN, equal infinities. `Err` names the worst element and how many are off.
 pub fn compare_floats(got: &TensorData, want: &TensorData, tol: f32) -> CheckResult {
+    compare_floats_bounded(got, want, tol, None)
+}
+
+/// [`compare_floats`] with an extra allowance per element: `|got - want| <= tol * (1 + |want|)
+/// + eps * magnitude`, for `Some((magnitude, eps))` (see [`Checker::close_products`]).
+pub fn compare_floats_bounded(
+    got: &TensorData,
+    want: &TensorData,
+    tol: f32,
+    allowance: Option<(&TensorData, f32)>,
+) -> CheckResult {
     if got.shape != want.shape {
         return Err(format!(
             "output shape {:?}, reference {:?}",
@@ -319,14 +340,29 @@ pub fn compare_floats(got: &TensorData, want: &TensorData, tol: f32) -> CheckRes
         ));
     }
     let (g, w) = (f32s(got), f32s(want));
+    let extra: Vec<f32> = match allowance {
+        Some((magnitude, eps)) if eps > 0.0 => {
+            let m = f32s(magnitude);
+            if m.len() != w.len() {
+                return Err(format!(
+                    "magnitude shape {:?} differs from the output shape {:?}",
+                    magnitude.shape.to_vec(),
+                    want.shape.to_vec()
+                ));
+            }
+            m.iter().map(|v| eps * v.abs()).collect()
+        }
+        _ => vec![0.0; w.len()],
+    };
     let mut bad = 0;
     let mut worst: Option<(usize, f32)> = None;
     for (i, (&x, &y)) in g.iter().zip(&w).enumerate() {
-        let ok = (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= tol * (1.0 + y.abs());
+        let bound = tol * (1.0 + y.abs()) + extra[i];
+        let ok = (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= bound;
         if !ok {
             bad += 1;
             let excess = if x.is_finite() && y.is_finite() {
-                (x - y).abs() / (1.0 + y.abs())
+                (x - y).abs() / bound
             } else {
                 f32::INFINITY
             };
@@ -335,10 +371,14 @@ pub fn compare_floats(got: &TensorData, want: &TensorData, tol: f32) -> CheckRes
             }
         }
     }
+    let allowed = match allowance {
+        Some((_, eps)) if eps > 0.0 => format!("{tol:.0e} x (1 + |reference|) + {eps:.1e} x magnitude"),
+        _ => format!("{tol:.0e}"),
+    };
     match worst {
         None => Ok(()),
         Some((i, _)) => Err(format!(
-            "{bad} of {} elements off by more than {tol:.0e} (output shape {:?}); worst at {:?}: \
+            "{bad} of {} elements off by more than {allowed} (output shape {:?}); worst at {:?}: \
              got {}, reference {}",
             g.len(),
             got.shape.to_vec(),
@@ -346,6 +386,57 @@ pub fn compare_floats(got: &TensorData, want: &TensorData, tol: f32) -> CheckRes
             g[i],
             w[i]
         )),
+    }
+}
+
+/// How the device under test rounds the operands of f32 matrix products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatmulPrecision {
+    /// Exact f32 products; only the order of accumulation differs from the reference.
+    F32,
+    /// Operands rounded to TF32 (10 explicit mantissa bits), as CubeCL's matmul does on
+    /// tensor-core GPUs.
+    Tf32,
+}
+
+impl MatmulPrecision {
+    /// Measures it on `device`: a `[2, 3, 17, 9] x [2, 3, 9, 13]` matmul (the shape of the matmul
+    /// check) of `1 + 2^-13` by ones sums to `9 + 9 * 2^-13` in f32, but to `9` when the
+    /// operands are rounded to TF32. Convolutions and attention use the same matmul engine.
+    pub fn of<B: Backend>(device: &B::Device) -> Self {
+        let a = Tensor::<B, 4>::full([2, 3, 17, 9], 1.0 + 2f32.powi(-13), device);
+        let b = Tensor::<B, 4>::ones([2, 3, 9, 13], device);
+        let got = f32s(&a.matmul(b).into_data());
+        let exact = 9.0 * (1.0 + 2f32.powi(-13));
+        if got.iter().all(|&v| (v - exact).abs() < 9.0 * 2f32.powi(-15)) {
+            MatmulPrecision::F32
+        } else {
+            MatmulPrecision::Tf32
+        }
+    }
+
+    /// The relative error of one product of two rounded operands: 0 for exact f32, else
+    /// `(1 + u)^2 - 1` with `u = 2^-10` (TF32 conversion by truncation, the worse of rounding
+    /// and truncation).
+    pub fn product_error(self) -> f32 {
+        match self {
+            MatmulPrecision::F32 => 0.0,
+            MatmulPrecision::Tf32 => {
+                let u = 2f32.powi(-10);
+                2.0 * u + u * u
+            }
+        }
+    }
+
+    /// The tolerance of a gradient check whose backward runs matrix products: `tol` for exact
+    /// f32, at least `1e-2` of the gradient's size in TF32 (PyTorch's own tests allow TF32
+    /// convolutions and matmuls 5e-3 to 5e-2): the gradients of whole models go through chains
+    /// of products whose rounding a per-element bound cannot follow.
+    pub fn gradient_tol(self, tol: f32) -> f32 {
+        match self {
+            MatmulPrecision::F32 => tol,
+            MatmulPrecision::Tf32 => tol.max(1e-2),
+        }
     }
 }
 
@@ -439,6 +530,7 @@ pub struct Checker<'a, B: Backend, Ref: Backend = Reference> {
     reference: Ref::Device,
     inputs: String,
     failures: Vec<String>,
+    matmul_precision: Option<MatmulPrecision>,
 }
 
 impl<'a, B: Backend, Ref: Backend> Checker<'a, B, Ref> {
@@ -449,6 +541,7 @@ impl<'a, B: Backend, Ref: Backend> Checker<'a, B, Ref> {
             reference: Default::default(),
             inputs: String::new(),
             failures: Vec::new(),
+            matmul_precision: None,
         }
     }
 
@@ -553,6 +646,36 @@ impl<'a, B: Backend, Ref: Backend> Checker<'a, B, Ref> {
         self.close_data(op, got.into_data(), want.into_data(), tol);
     }
 
+    /// How the device under test rounds f32 matmul operands (measured once per checker).
+    pub fn matmul_precision(&mut self) -> MatmulPrecision {
+        *self
+            .matmul_precision
+            .get_or_insert_with(|| MatmulPrecision::of::<B>(self.device))
+    }
+
+    /// Float results of a matrix product (matmul, convolution, attention): equal to `tol` plus,
+    /// where the device rounds the operands, `product_error * magnitude` per element
+    /// ([`MatmulPrecision`]). `magnitude` bounds the sum of the absolute terms of each output,
+    /// e.g. `|a|.matmul(|b|)` for `a.matmul(b)`, computed on the reference.
+    pub fn close_products<const D: usize>(
+        &mut self,
+        op: &str,
+        got: Tensor<B, D>,
+        want: Tensor<Ref, D>,
+        magnitude: Tensor<Ref, D>,
+        tol: f32,
+    ) {
+        let eps = self.matmul_precision().product_error();
+        let magnitude = magnitude.into_data();
+        let result = compare_floats_bounded(
+            &got.into_data(),
+            &want.into_data(),
+            tol,
+            Some((&magnitude, eps)),
+        );
+        self.record(op, result);
+    }
+
     /// Float data equal to `tol`.
     pub fn close_data(&mut self, op: &str, got: TensorData, want: TensorData, tol: f32) {
         let result = compare_floats(&got, &want, tol);
@@ -633,6 +756,33 @@ mod tests {
         assert!(compare_floats_normwise(&scaled, &want, 2e-3, 1e-6).is_err());
         let noisy = data(&[0.02, -0.01, 0.005, 3e-8], &[4]);
         assert!(compare_floats_normwise(&noisy, &want, 2e-3, 1e-6).is_ok());
+    }
+
+    #[test]
+    fn compare_floats_bounded_allows_the_tf32_rounding_of_products_and_no_more() {
+        // A sum of products that cancels: reference 0.01, absolute terms summing to 4.
+        let want = data(&[0.01, 2.0], &[2]);
+        let magnitude = data(&[4.0, 2.0], &[2]);
+        let eps = MatmulPrecision::Tf32.product_error();
+        let rounded = data(&[0.01 + 3.0 * eps, 2.0 + eps], &[2]);
+        assert!(compare_floats(&rounded, &want, 1e-3).is_err());
+        assert!(compare_floats_bounded(&rounded, &want, 1e-3, Some((&magnitude, eps))).is_ok());
+        // An error beyond the bound (a wrong element) still fails and names the element.
+        let wrong = data(&[0.01 + 6.0 * eps, 2.0], &[2]);
+        let err = compare_floats_bounded(&wrong, &want, 1e-3, Some((&magnitude, eps)));
+        assert!(err.unwrap_err().contains("[0]"));
+        // Exact f32 products get no allowance.
+        assert_eq!(MatmulPrecision::F32.product_error(), 0.0);
+        let exact = MatmulPrecision::F32.product_error();
+        assert!(compare_floats_bounded(&rounded, &want, 1e-3, Some((&magnitude, exact))).is_err());
+    }
+
+    #[test]
+    fn the_reference_multiplies_in_f32() {
+        assert_eq!(
+            MatmulPrecision::of::<Reference>(&Default::default()),
+            MatmulPrecision::F32
+        );
     }
 
     #[test]

@@ -3,14 +3,17 @@
 //!
 //! Tolerance 1e-3 for the convolutions and attention: each output sums 9 to 60 products, in
 //! a different order (im2col + tiled matmul, or direct) on the device than on the CPU; 1e-4
-//! for the pools, interpolation and embedding (at most a few additions per output).
+//! for the pools, interpolation and embedding (at most a few additions per output). On a
+//! device that rounds matmul operands to TF32 the convolutions and attention also get the
+//! rounding bound of [`Checker::close_products`]: the convolution of `|x|` by `|w|`, and for
+//! attention the bound derived in [`attention_magnitude`].
 
 use burn::tensor::backend::Backend;
 use burn::tensor::module as m;
 use burn::tensor::ops::{
     AttentionModuleOptions, ConvOptions, ConvTransposeOptions, InterpolateMode, InterpolateOptions,
 };
-use burn::tensor::{Tensor, TensorData, TensorPrimitive};
+use burn::tensor::{ElementConversion, Tensor, TensorData, TensorPrimitive};
 
 use super::{CheckResult, Checker};
 
@@ -25,10 +28,11 @@ pub fn conv<B: Backend>(device: &B::Device) -> CheckResult {
         ConvOptions::new([1], [0], [1], 1),
         ConvOptions::new([2], [1], [2], 1),
     ] {
-        c.close_tol(
+        c.close_products(
             &format!("conv1d({options:?})"),
             m::conv1d(x1.clone(), w1.clone(), Some(bias.clone()), options.clone()),
-            m::conv1d(nx1.clone(), nw1.clone(), Some(nbias.clone()), options),
+            m::conv1d(nx1.clone(), nw1.clone(), Some(nbias.clone()), options.clone()),
+            m::conv1d(nx1.clone().abs(), nw1.clone().abs(), None, options),
             1e-3,
         );
     }
@@ -38,20 +42,22 @@ pub fn conv<B: Backend>(device: &B::Device) -> CheckResult {
         ConvOptions::new([2, 1], [1, 1], [1, 1], 1),
         ConvOptions::new([1, 2], [2, 0], [2, 1], 1),
     ] {
-        c.close_tol(
+        c.close_products(
             &format!("conv2d({options:?})"),
             m::conv2d(x.clone(), w.clone(), Some(bias.clone()), options.clone()),
-            m::conv2d(nx.clone(), nw.clone(), Some(nbias.clone()), options),
+            m::conv2d(nx.clone(), nw.clone(), Some(nbias.clone()), options.clone()),
+            m::conv2d(nx.clone().abs(), nw.clone().abs(), None, options),
             1e-3,
         );
     }
     c.inputs("x: [2, 3, 11, 10]; w: [6, 1, 3, 2] (3 groups)");
     let (wg, nwg) = c.floats(26, [6, 1, 3, 2]);
     let grouped = ConvOptions::new([1, 1], [0, 1], [1, 1], 3);
-    c.close_tol(
+    c.close_products(
         "grouped conv2d, no bias",
         m::conv2d(x.clone(), wg, None, grouped.clone()),
-        m::conv2d(nx.clone(), nwg, None, grouped),
+        m::conv2d(nx.clone(), nwg.clone(), None, grouped.clone()),
+        m::conv2d(nx.clone().abs(), nwg.abs(), None, grouped),
         1e-3,
     );
     c.finish()
@@ -66,35 +72,39 @@ pub fn conv_transpose<B: Backend>(device: &B::Device) -> CheckResult {
     let (b3, nb3) = c.floats(44, [3]);
     let (b6, nb6) = c.floats(45, [6]);
     let options = ConvTransposeOptions::new([2], [1], [1], [1], 1);
-    c.close_tol(
+    c.close_products(
         "conv_transpose1d(stride 2, padding 1, padding_out 1)",
         m::conv_transpose1d(x.clone(), w.clone(), Some(b3.clone()), options.clone()),
-        m::conv_transpose1d(nx.clone(), nw.clone(), Some(nb3.clone()), options),
+        m::conv_transpose1d(nx.clone(), nw.clone(), Some(nb3.clone()), options.clone()),
+        m::conv_transpose1d(nx.clone().abs(), nw.clone().abs(), None, options),
         1e-3,
     );
     let options = ConvTransposeOptions::new([1], [2], [0], [2], 2);
-    c.close_tol(
+    c.close_products(
         "conv_transpose1d(padding 2, dilation 2, 2 groups)",
         m::conv_transpose1d(x.clone(), w.clone(), Some(b6.clone()), options.clone()),
-        m::conv_transpose1d(nx.clone(), nw.clone(), Some(nb6.clone()), options),
+        m::conv_transpose1d(nx.clone(), nw.clone(), Some(nb6.clone()), options.clone()),
+        m::conv_transpose1d(nx.clone().abs(), nw.clone().abs(), None, options),
         1e-3,
     );
     c.inputs("x: [2, 4, 5, 7]; w: [4, 3, 3, 2] or [4, 2, 3, 3] (2 groups); bias: [3]");
     let (x, nx) = c.floats(46, [2, 4, 5, 7]);
     let (w, nw) = c.floats(47, [4, 3, 3, 2]);
     let options = ConvTransposeOptions::new([2, 1], [1, 0], [1, 0], [1, 2], 1);
-    c.close_tol(
+    c.close_products(
         "conv_transpose2d(stride [2, 1], padding [1, 0], padding_out [1, 0], dilation [1, 2])",
         m::conv_transpose2d(x.clone(), w, Some(b3), options.clone()),
-        m::conv_transpose2d(nx.clone(), nw, Some(nb3), options),
+        m::conv_transpose2d(nx.clone(), nw.clone(), Some(nb3), options.clone()),
+        m::conv_transpose2d(nx.clone().abs(), nw.abs(), None, options),
         1e-3,
     );
     let (wg, nwg) = c.floats(48, [4, 2, 3, 3]);
     let options = ConvTransposeOptions::new([1, 2], [1, 1], [0, 1], [1, 1], 2);
-    c.close_tol(
+    c.close_products(
         "conv_transpose2d(stride [1, 2], padding 1, padding_out [0, 1], 2 groups, no bias)",
         m::conv_transpose2d(x, wg, None, options.clone()),
-        m::conv_transpose2d(nx, nwg, None, options),
+        m::conv_transpose2d(nx.clone(), nwg.clone(), None, options.clone()),
+        m::conv_transpose2d(nx.abs(), nwg.abs(), None, options),
         1e-3,
     );
     c.finish()
@@ -210,6 +220,39 @@ pub fn embedding<B: Backend>(device: &B::Device) -> CheckResult {
     c.finish()
 }
 
+/// The magnitude for [`Checker::close_products`] of `attention(q, k, v, mask, bias, options)`
+/// (computed on the reference): with TF32 operands (relative error `eps` per product) each
+/// score `s = scale * q.k` is off by at most `delta = eps * m`, `m = scale * max(|q| |k|^T)`;
+/// softmax turns a shift of at most `delta` per score into a relative change of each
+/// probability of at most `e^(2 delta) - 1 <= 2 delta (1 + 2 delta)` (mask, bias and softcap
+/// do not enlarge it), and the product by `v` adds `eps` of `P |v|` itself. So the output is off
+/// by at most `eps * (1 + 2 m (1 + 2 eps m) (1 + eps)) * (P |v|)`, where `P |v|` is the
+/// attention of `|v|` (attention is linear in `v`).
+fn attention_magnitude<Ref: Backend>(
+    q: Tensor<Ref, 4>,
+    k: Tensor<Ref, 4>,
+    v: Tensor<Ref, 4>,
+    mask: Option<Tensor<Ref, 4, burn::tensor::Bool>>,
+    bias: Option<Tensor<Ref, 4>>,
+    options: AttentionModuleOptions,
+) -> Tensor<Ref, 4> {
+    let head_dim = q.dims()[3];
+    let scale = options
+        .scale
+        .unwrap_or_else(|| 1.0 / (head_dim as f64).sqrt());
+    let max_score: f32 = q
+        .clone()
+        .abs()
+        .matmul(k.clone().abs().swap_dims(2, 3))
+        .max()
+        .into_scalar()
+        .elem();
+    let m = scale as f32 * max_score;
+    let eps = 2e-3f32; // an upper bound of `MatmulPrecision::Tf32.product_error()` (~1.95e-3)
+    let factor = 1.0 + 2.0 * m * (1.0 + 2.0 * eps * m) * (1.0 + eps);
+    m::attention(q, k, v.abs(), mask, bias, options).mul_scalar(factor)
+}
+
 /// Scaled dot-product attention: plain, cross (seq_q != seq_k), masked, causal, and with
 /// custom scale, softcap and additive bias.
 pub fn attention<B: Backend>(device: &B::Device) -> CheckResult {
@@ -223,30 +266,33 @@ pub fn attention<B: Backend>(device: &B::Device) -> CheckResult {
     let (q, nq) = c.floats(50, [2, 3, 5, 8]);
     let (k, nk) = c.floats(51, [2, 3, 5, 8]);
     let (v, nv) = c.floats(52, [2, 3, 5, 8]);
-    c.close_tol(
+    c.close_products(
         "attention(q, k, v)",
         m::attention(q.clone(), k.clone(), v.clone(), None, None, plain),
         m::attention(nq.clone(), nk.clone(), nv.clone(), None, None, plain),
+        attention_magnitude(nq.clone(), nk.clone(), nv.clone(), None, None, plain),
         1e-3,
     );
     let causal = AttentionModuleOptions {
         is_causal: true,
         ..plain
     };
-    c.close_tol(
+    c.close_products(
         "attention(q, k, v, causal)",
         m::attention(q.clone(), k.clone(), v.clone(), None, None, causal),
         m::attention(nq.clone(), nk.clone(), nv.clone(), None, None, causal),
+        attention_magnitude(nq.clone(), nk.clone(), nv.clone(), None, None, causal),
         1e-3,
     );
     c.inputs("q: [2, 3, 5, 6]; k: [2, 3, 7, 6]; v: [2, 3, 7, 6]; mask, bias: [2, 3, 5, 7]");
     let (q, nq) = c.floats(53, [2, 3, 5, 6]);
     let (k, nk) = c.floats(54, [2, 3, 7, 6]);
     let (v, nv) = c.floats(55, [2, 3, 7, 6]);
-    c.close_tol(
+    c.close_products(
         "attention(q, k, v) (seq_q 5, seq_k 7, head_dim 6)",
         m::attention(q.clone(), k.clone(), v.clone(), None, None, plain),
         m::attention(nq.clone(), nk.clone(), nv.clone(), None, None, plain),
+        attention_magnitude(nq.clone(), nk.clone(), nv.clone(), None, None, plain),
         1e-3,
     );
     // Mask about a third of the keys, never key 0 (a fully masked row is NaN or 0 depending
@@ -257,7 +303,7 @@ pub fn attention<B: Backend>(device: &B::Device) -> CheckResult {
         .map(|(i, u)| i % 7 != 0 && u > 0.7)
         .collect();
     let (mask, nmask) = c.bools(TensorData::new(mask, [2, 3, 5, 7]));
-    c.close_tol(
+    c.close_products(
         "attention(q, k, v, mask)",
         m::attention(
             q.clone(),
@@ -267,7 +313,8 @@ pub fn attention<B: Backend>(device: &B::Device) -> CheckResult {
             None,
             plain,
         ),
-        m::attention(
+        m::attention(nq.clone(), nk.clone(), nv.clone(), Some(nmask.clone()), None, plain),
+        attention_magnitude(
             nq.clone(),
             nk.clone(),
             nv.clone(),
@@ -283,17 +330,18 @@ pub fn attention<B: Backend>(device: &B::Device) -> CheckResult {
         softcap: Some(5.0),
         is_causal: false,
     };
-    c.close_tol(
+    c.close_products(
         "attention(q, k, v, mask, bias, scale 0.3, softcap 5)",
         m::attention(q, k, v, Some(mask), Some(bias), custom),
-        m::attention(nq, nk, nv, Some(nmask), Some(nbias), custom),
+        m::attention(nq.clone(), nk.clone(), nv.clone(), Some(nmask.clone()), Some(nbias.clone()), custom),
+        attention_magnitude(nq, nk, nv, Some(nmask), Some(nbias), custom),
         1e-3,
     );
     c.finish()
 }
 
-/// `B::layer_norm` on tensors.
-fn layer_norm_of<B: Backend, const D: usize>(
+/// `B::layer_norm` on tensors (the backend op itself, not `burn::nn::LayerNorm`).
+pub fn layer_norm_of<B: Backend, const D: usize>(
     x: Tensor<B, D>,
     gamma: Tensor<B, 1>,
     beta: Option<Tensor<B, 1>>,
