@@ -12,6 +12,7 @@
 
 extern crate alloc;
 
+pub mod autotune;
 pub mod device;
 mod fingerprint;
 pub mod layer_norm;
