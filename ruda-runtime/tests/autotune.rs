@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use cubecl::tune::{LocalTuner, Tunable, TunableSet};
 use cubecl::wgpu::WgpuDevice;
@@ -29,7 +29,9 @@ const PROBE_CUBECL: &str = "RUDA_AUTOTUNE_PROBE_CUBECL";
 fn values(n: usize, seed: u32) -> Vec<f32> {
     (0..n)
         .map(|i| {
-            let x = (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed * 97);
+            let x = (i as u32)
+                .wrapping_mul(2_654_435_761)
+                .wrapping_add(seed * 97);
             (x % 2001) as f32 / 1000.0 - 1.0 + (i / 7 % 3) as f32
         })
         .collect()
@@ -37,7 +39,12 @@ fn values(n: usize, seed: u32) -> Vec<f32> {
 
 fn upload(client: &ComputeClient<RudaWgpu>, shape: &[usize], seed: u32) -> TensorBuffer {
     let n = shape.iter().product();
-    TensorBuffer::from_f32s(client, &values(n, seed), Shape::from(shape.to_vec()), DType::F32)
+    TensorBuffer::from_f32s(
+        client,
+        &values(n, seed),
+        Shape::from(shape.to_vec()),
+        DType::F32,
+    )
 }
 
 fn max_diff(client: &ComputeClient<RudaWgpu>, a: &TensorBuffer, b: &TensorBuffer) -> f32 {
@@ -78,7 +85,11 @@ fn tuned_vs_forced(client: &ComputeClient<RudaWgpu>, rows: usize, d: usize) -> f
     let forced_bwd =
         layer_norm_backward_with(client, x, gamma, dy, mean, rstd, Variant::CubePerRowLooped);
     let mut diff = 0.0f32;
-    for (t, f) in tuned.iter().zip(&forced).chain(tuned_bwd.iter().zip(&forced_bwd)) {
+    for (t, f) in tuned
+        .iter()
+        .zip(&forced)
+        .chain(tuned_bwd.iter().zip(&forced_bwd))
+    {
         diff = diff.max(max_diff(client, t, f));
     }
     diff
@@ -111,7 +122,10 @@ fn run_probe(shapes: &str) {
         let (rows, d) = shape.split_once('x').expect("ROWSxD");
         let diff = tuned_vs_forced(&client, rows.parse().unwrap(), d.parse().unwrap());
         println!("PROBE maxdiff={diff}");
-        assert!(diff < 1e-4, "tuned LayerNorm differs from the forced variant: {diff}");
+        assert!(
+            diff < 1e-4,
+            "tuned LayerNorm differs from the forced variant: {diff}"
+        );
     }
     if std::env::var(PROBE_CUBECL).is_ok() {
         // The cache identity burn-cubecl's tuners use: `CubeTuneId::new(client, device)`.
@@ -124,13 +138,24 @@ fn run_probe(shapes: &str) {
         }
         static DEMO: LocalTuner<String, cubecl::CubeTuneId> = LocalTuner::new("ruda-probe");
         let set = DEMO.init(|| {
-            TunableSet::new(|_: &Demo| "demo-key".to_string(), |_: &String, x: &Demo| x.clone())
-                .with(Tunable::new("plane", |d: Demo| run(d, Variant::PlanePerRow)))
-                .with(Tunable::new("looped", |d: Demo| run(d, Variant::CubePerRowLooped)))
+            TunableSet::new(
+                |_: &Demo| "demo-key".to_string(),
+                |_: &String, x: &Demo| x.clone(),
+            )
+            .with(Tunable::new("plane", |d: Demo| {
+                run(d, Variant::PlanePerRow)
+            }))
+            .with(Tunable::new("looped", |d: Demo| {
+                run(d, Variant::CubePerRowLooped)
+            }))
         });
         let id = cubecl::CubeTuneId::new(&client, &device);
         println!("PROBE cubecl_id={id}");
-        let demo = Demo(client.clone(), upload(&client, &[4, 64], 1), upload(&client, &[64], 2));
+        let demo = Demo(
+            client.clone(),
+            upload(&client, &[4, 64], 1),
+            upload(&client, &[64], 2),
+        );
         DEMO.execute(&id, &client, set, demo);
     }
     let stats = autotune::stats();
@@ -182,13 +207,21 @@ impl Probe {
 
 fn probe_command(dir: &Path, fingerprint: &str, shapes: &str) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "probe_process", "--nocapture", "--test-threads", "1"])
-        .current_dir(dir)
-        .env(PROBE, shapes)
-        .env(ENV_AUTOTUNE_DIR, dir.join("cache"))
-        .env(ENV_AUTOTUNE_FINGERPRINT, fingerprint)
-        .env_remove(ENV_AUTOTUNE)
-        .env_remove(PROBE_CUBECL);
+    cmd.args([
+        "--exact",
+        "probe_process",
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ])
+    .current_dir(dir)
+    .env(PROBE, shapes)
+    .env(ENV_AUTOTUNE_DIR, dir.join("cache"))
+    .env(ENV_AUTOTUNE_FINGERPRINT, fingerprint)
+    .env_remove(ENV_AUTOTUNE)
+    .env_remove(PROBE_CUBECL)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     cmd
 }
 
@@ -288,7 +321,12 @@ fn fingerprints_get_their_own_caches() {
     assert!(ruda_file(dir, "Y", "layer-norm-forward").exists());
     let after_c = snapshot(dir);
     for (path, content) in &after_a {
-        assert_eq!(after_c.get(path), Some(content), "C changed {}", path.display());
+        assert_eq!(
+            after_c.get(path),
+            Some(content),
+            "C changed {}",
+            path.display()
+        );
     }
 
     // D (no fingerprint): tunes in memory, reads and writes nothing.
@@ -322,7 +360,11 @@ fn fingerprints_get_their_own_caches() {
             .unwrap(),
     );
     assert_eq!((off.passes(), off.runs()), (0, 0), "{}", off.stdout);
-    assert_eq!(snapshot(dir), before, "RUDA_AUTOTUNE=off wrote to the cache");
+    assert_eq!(
+        snapshot(dir),
+        before,
+        "RUDA_AUTOTUNE=off wrote to the cache"
+    );
 }
 
 /// Each line of a cache file, parsed; `Err` for lines that are not JSON.
@@ -349,11 +391,21 @@ fn corrupt_cache_is_ignored_and_rebuilt() {
     std::fs::write(&fwd, "this is not json\n{\"key\": [1, 2\n\u{1}\u{2}\n").unwrap();
     let e = probe(dir, "X", SHAPES);
     assert!(e.stderr.contains("Corrupted cache file"), "{}", e.stderr);
-    assert_eq!(e.passes(), 2, "the two forward keys are tuned again: {}", e.stdout);
+    assert_eq!(
+        e.passes(),
+        2,
+        "the two forward keys are tuned again: {}",
+        e.stdout
+    );
     let parsed = lines(&fwd);
     assert_eq!(parsed.iter().filter(|l| l.is_ok()).count(), 2, "{parsed:?}");
     let f = probe(dir, "X", SHAPES);
-    assert_eq!((f.passes(), f.runs()), (0, 0), "rebuilt cache reused: {}", f.stdout);
+    assert_eq!(
+        (f.passes(), f.runs()),
+        (0, 0),
+        "rebuilt cache reused: {}",
+        f.stdout
+    );
 
     // Truncated: the last entry cut in the middle (no newline), as an interrupted write.
     let text = std::fs::read_to_string(&fwd).unwrap();
@@ -362,7 +414,12 @@ fn corrupt_cache_is_ignored_and_rebuilt() {
     std::fs::write(&fwd, &text[..cut]).unwrap();
     let g = probe(dir, "X", SHAPES);
     assert!(g.stderr.contains("cut off"), "{}", g.stderr);
-    assert_eq!(g.passes(), 1, "only the cut-off key is tuned again: {}", g.stdout);
+    assert_eq!(
+        g.passes(),
+        1,
+        "only the cut-off key is tuned again: {}",
+        g.stdout
+    );
     let parsed = lines(&fwd);
     let valid: Vec<_> = parsed.iter().filter_map(|l| l.as_ref().ok()).collect();
     let keys: std::collections::HashSet<String> =
@@ -380,7 +437,10 @@ fn concurrent_processes_share_one_cache() {
     // Two processes tune at once, one key in common (64x256).
     let p1 = probe_command(dir, "X", "64x256,16x512").spawn().unwrap();
     let p2 = probe_command(dir, "X", "64x256,8x1000").spawn().unwrap();
-    let (o1, o2) = (p1.wait_with_output().unwrap(), p2.wait_with_output().unwrap());
+    let (o1, o2) = (
+        p1.wait_with_output().unwrap(),
+        p2.wait_with_output().unwrap(),
+    );
     let (p1, p2) = (finish(o1), finish(o2));
     assert_eq!((p1.passes(), p2.passes()), (4, 4));
     for tuner in ["layer-norm-forward", "layer-norm-backward"] {

@@ -119,7 +119,9 @@ fn repair_cubecl_caches(runtime_name: &str) {
 /// The identity of `client`'s device; for a runtime that records none (a plain CubeCL runtime,
 /// or a ruda runtime whose `name` does not call [`cache_identity`]): the override if set, else
 /// no fingerprint.
-pub(crate) fn identity_or_default<R: cubecl::Runtime>(client: &ComputeClient<R>) -> Arc<CacheIdentity> {
+pub(crate) fn identity_or_default<R: cubecl::Runtime>(
+    client: &ComputeClient<R>,
+) -> Arc<CacheIdentity> {
     // A ruda runtime records its identity when asked for its name.
     let name = R::name(client);
     if let Some(identity) = lookup(client) {

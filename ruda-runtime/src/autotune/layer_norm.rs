@@ -306,7 +306,10 @@ impl<R: cubecl::Runtime> Clone for BackwardInputs<R> {
     }
 }
 
-fn problem_key<R: cubecl::Runtime>(client: &ComputeClient<R>, input: &TensorBuffer) -> LayerNormKey {
+fn problem_key<R: cubecl::Runtime>(
+    client: &ComputeClient<R>,
+    input: &TensorBuffer,
+) -> LayerNormKey {
     let rank = input.shape.num_dims();
     let d = input.shape[rank - 1];
     let rows = input.shape.iter().take(rank - 1).product();
@@ -459,9 +462,10 @@ fn forward_set<R: cubecl::Runtime>() -> TunableSet<LayerNormKey, ForwardInputs<R
     CANDIDATES.iter().fold(
         TunableSet::new(forward_key::<R>, forward_bench_inputs::<R>),
         |set, &candidate| {
-            set.with(Tunable::new(&candidate.name(), move |inputs: ForwardInputs<R>| {
-                run_forward(candidate, inputs)
-            }))
+            set.with(Tunable::new(
+                &candidate.name(),
+                move |inputs: ForwardInputs<R>| run_forward(candidate, inputs),
+            ))
         },
     )
 }
@@ -470,9 +474,10 @@ fn backward_set<R: cubecl::Runtime>() -> TunableSet<LayerNormKey, BackwardInputs
     CANDIDATES.iter().fold(
         TunableSet::new(backward_key::<R>, backward_bench_inputs::<R>),
         |set, &candidate| {
-            set.with(Tunable::new(&candidate.name(), move |inputs: BackwardInputs<R>| {
-                run_backward(candidate, inputs)
-            }))
+            set.with(Tunable::new(
+                &candidate.name(),
+                move |inputs: BackwardInputs<R>| run_backward(candidate, inputs),
+            ))
         },
     )
 }
@@ -499,6 +504,9 @@ fn persistent_cache_id<R: cubecl::Runtime>(
     Some(id)
 }
 
+/// (server, direction, key) of an in-process result.
+type InProcessKey = (usize, Direction, LayerNormKey);
+
 /// The in-process tuner for devices without a fingerprint.
 ///
 /// CubeCL's `LocalTuner` cannot be used there: its cache always reads and appends the file
@@ -506,7 +514,7 @@ fn persistent_cache_id<R: cubecl::Runtime>(
 /// mode), and without a fingerprint there is no id under which results could be trusted by a
 /// later process. So results live in this map for the life of the process; the candidates,
 /// inputs and timing are the same `TunableSet` and CubeCL's own `tune_benchmark`.
-static IN_PROCESS: Mutex<Option<HashMap<(usize, Direction, LayerNormKey), usize>>> =
+static IN_PROCESS: Mutex<Option<HashMap<InProcessKey, usize>>> =
     Mutex::new(None);
 
 fn execute_in_process<R, I>(
@@ -637,13 +645,17 @@ mod tests {
 
     #[test]
     fn d_buckets_are_powers_of_two_and_three_halves() {
-        let buckets: Vec<usize> = [1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 200, 256, 257, 384, 385, 768, 1000]
-            .iter()
-            .map(|&d| d_bucket(d))
-            .collect();
+        let buckets: Vec<usize> = [
+            1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 200, 256, 257, 384, 385, 768, 1000,
+        ]
+        .iter()
+        .map(|&d| d_bucket(d))
+        .collect();
         assert_eq!(
             buckets,
-            [1, 2, 3, 4, 6, 6, 8, 8, 12, 16, 256, 256, 384, 384, 512, 768, 1024]
+            [
+                1, 2, 3, 4, 6, 6, 8, 8, 12, 16, 256, 256, 384, 384, 512, 768, 1024
+            ]
         );
         assert_eq!(d_bucket(65536), 65536);
         assert_eq!(d_bucket(65537), 98304);

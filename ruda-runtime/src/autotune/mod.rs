@@ -100,7 +100,11 @@ pub fn autotune_report<R: crate::Runtime>(
 
 impl core::fmt::Display for AutotuneReport {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let on = if self.settings.enabled { "on" } else { "off (RUDA_AUTOTUNE)" };
+        let on = if self.settings.enabled {
+            "on"
+        } else {
+            "off (RUDA_AUTOTUNE)"
+        };
         writeln!(f, "autotune: {on}, root {}", self.root.display())?;
         match (&self.identity.fingerprint, &self.identity.hash) {
             (Some(fp), Some(hash)) => {
@@ -117,9 +121,17 @@ impl core::fmt::Display for AutotuneReport {
                  per-process name"
             )?,
         }
-        writeln!(f, "  runtime name (CubeCL cache id): {}", self.identity.runtime_name)?;
+        writeln!(
+            f,
+            "  runtime name (CubeCL cache id): {}",
+            self.identity.runtime_name
+        )?;
         for file in &self.ruda_files {
-            let state = if file.exists() { "" } else { " (not written yet)" };
+            let state = if file.exists() {
+                ""
+            } else {
+                " (not written yet)"
+            };
             writeln!(f, "  ruda cache: {}{state}", file.display())?;
         }
         writeln!(

@@ -31,9 +31,15 @@ pub struct AutotuneSettings {
 impl AutotuneSettings {
     /// Reads the three variables (no caching; see [`settings`]).
     pub fn from_env() -> Self {
-        let var = |name| std::env::var(name).ok().filter(|v: &String| !v.trim().is_empty());
+        let var = |name| {
+            std::env::var(name)
+                .ok()
+                .filter(|v: &String| !v.trim().is_empty())
+        };
         let enabled = !matches!(
-            var(ENV_AUTOTUNE).map(|v| v.trim().to_ascii_lowercase()).as_deref(),
+            var(ENV_AUTOTUNE)
+                .map(|v| v.trim().to_ascii_lowercase())
+                .as_deref(),
             Some("off" | "0" | "false" | "no")
         );
         let dir = var(ENV_AUTOTUNE_DIR).map(PathBuf::from);
