@@ -25,6 +25,8 @@ use serial_test::serial;
 const PROBE: &str = "RUDA_AUTOTUNE_PROBE";
 /// Also run a CubeCL tuner keyed by `CubeTuneId`, as burn-cubecl's matmul/reduce/conv do.
 const PROBE_CUBECL: &str = "RUDA_AUTOTUNE_PROBE_CUBECL";
+/// Create a plain CubeCL client before the first ruda client.
+const PROBE_PLAIN_FIRST: &str = "RUDA_AUTOTUNE_PROBE_PLAIN_FIRST";
 
 fn values(n: usize, seed: u32) -> Vec<f32> {
     (0..n)
@@ -117,6 +119,10 @@ fn run_probe(shapes: &str) {
     log::set_logger(&StderrLogger).ok();
     log::set_max_level(log::LevelFilter::Warn);
     let device = WgpuDevice::Cpu;
+    if std::env::var(PROBE_PLAIN_FIRST).is_ok() {
+        // A plain CubeCL client loads CubeCL's configuration before any ruda client.
+        let _ = cubecl::wgpu::WgpuRuntime::client(&device);
+    }
     let client = RudaWgpu::client(&device);
     for shape in shapes.split(',') {
         let (rows, d) = shape.split_once('x').expect("ROWSxD");
@@ -427,6 +433,54 @@ fn corrupt_cache_is_ignored_and_rebuilt() {
     assert_eq!(keys.len(), 2, "{parsed:?}");
     let h = probe(dir, "X", SHAPES);
     assert_eq!((h.passes(), h.runs()), (0, 0), "{}", h.stdout);
+
+    // The same repair for the caches of CubeCL's tuners (keyed by `CubeTuneId`).
+    let run_cubecl = || {
+        finish(
+            probe_command(dir, "X", "8x64")
+                .env(PROBE_CUBECL, "1")
+                .output()
+                .unwrap(),
+        )
+    };
+    let first = run_cubecl();
+    let cubecl_file = PathBuf::from(
+        first
+            .stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("PROBE file="))
+            .find(|f| f.ends_with("ruda-probe.json.log"))
+            .unwrap(),
+    );
+    let text = std::fs::read_to_string(&cubecl_file).unwrap();
+    assert_eq!(text.lines().count(), 1);
+    std::fs::write(&cubecl_file, &text[..text.len() / 2]).unwrap();
+    let second = run_cubecl();
+    assert!(second.stderr.contains("cut off"), "{}", second.stderr);
+    let parsed = lines(&cubecl_file);
+    assert_eq!(
+        parsed.len(),
+        2,
+        "the fragment, then the new entry: {parsed:?}"
+    );
+    assert!(parsed[0].is_err() && parsed[1].is_ok(), "{parsed:?}");
+}
+
+#[test]
+#[serial]
+fn autotune_dir_that_cannot_be_applied_fails_loudly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let output = probe_command(tmp.path(), "X", "8x64")
+        .env(PROBE_PLAIN_FIRST, "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("RUDA_AUTOTUNE_DIR") && stderr.contains("cannot be applied"),
+        "{stderr}"
+    );
+    assert!(!tmp.path().join("cache").exists());
 }
 
 #[test]

@@ -514,8 +514,7 @@ type InProcessKey = (usize, Direction, LayerNormKey);
 /// mode), and without a fingerprint there is no id under which results could be trusted by a
 /// later process. So results live in this map for the life of the process; the candidates,
 /// inputs and timing are the same `TunableSet` and CubeCL's own `tune_benchmark`.
-static IN_PROCESS: Mutex<Option<HashMap<InProcessKey, usize>>> =
-    Mutex::new(None);
+static IN_PROCESS: Mutex<Option<HashMap<InProcessKey, usize>>> = Mutex::new(None);
 
 fn execute_in_process<R, I>(
     client: &ComputeClient<R>,
