@@ -95,7 +95,8 @@ impl Choice {
                 narrow,
                 strict: true,
             } if plan.variant != variant || narrow != plan.narrowed => Err(format!(
-                "candidate {variant:?} (narrow vector: {narrow}) cannot run this shape: the plan                  would be {:?} with vectors of {}",
+                "candidate {variant:?} (narrow vector: {narrow}) cannot run this shape: the plan \
+                 would be {:?} with vectors of {}",
                 plan.variant, plan.vector
             )),
             _ => Ok(()),
@@ -200,8 +201,9 @@ pub fn choose_variant(d: usize, rows: usize, dtype: DType, has_plane: bool) -> V
 
 /// LayerNorm forward over the last dimension of `input`.
 ///
-/// The variant and vector width are autotuned per (d bucket, rows bucket, dtype) and cached on
-/// disk under the device's driver fingerprint ([`crate::autotune`]); `RUDA_AUTOTUNE=off` runs
+/// The variant and vector width are autotuned per (d bucket, vector width, rows bucket, dtype)
+/// ([`crate::autotune`]): cached on disk under the device's driver fingerprint for the ruda
+/// runtimes, in memory for the process when there is none; `RUDA_AUTOTUNE=off` runs
 /// [`choose_variant`] instead.
 ///
 /// Returns `[out, mean, rstd]`: `out` has the input's dtype and shape (contiguous); `mean` and
