@@ -3,7 +3,8 @@
 //! A ruda runtime is a [CubeCL runtime](cubecl::Runtime) that also implements [`Runtime`]: native
 //! fused LayerNorm hooks and a driver fingerprint for persistent autotuning. This crate provides
 //! the trait, the buffer type its hooks exchange ([`TensorBuffer`]), the two ruda runtimes
-//! ([`RudaCuda`] and [`RudaWgpu`]), the LayerNorm kernels, and device discovery ([`device`]).
+//! ([`RudaCuda`] and [`RudaWgpu`]), the LayerNorm kernels, device discovery ([`device`]), and
+//! persistent autotuning keyed by the driver fingerprint ([`autotune`]).
 //!
 //! Everything a third party needs to write its own ruda runtime is re-exported here: the CubeCL
 //! crate itself and its client, compiler, server and task types.
@@ -12,6 +13,7 @@
 
 extern crate alloc;
 
+pub mod autotune;
 pub mod device;
 mod fingerprint;
 pub mod layer_norm;

@@ -4,7 +4,7 @@ use burn_backend::DType;
 use cubecl::{client::ComputeClient, prelude::*, zspace::Shape};
 
 use super::{
-    Strategy, Variant, choose_variant,
+    Choice, Variant, choose_variant,
     kernels::{
         backward::{backward_looped, backward_registers, reduce_partials},
         unit::{backward_unit_columns, backward_unit_rows},
@@ -25,8 +25,8 @@ pub(crate) fn backward<R: cubecl::Runtime>(
     grad: TensorBuffer,
     mean: TensorBuffer,
     rstd: TensorBuffer,
-    forced: Option<Strategy>,
-) -> [TensorBuffer; 3] {
+    choice: Choice,
+) -> Result<[TensorBuffer; 3], String> {
     let problem = check_backward(client, &input, &weight, &grad, &mean, &rstd);
     let d = problem.d;
     let dx = TensorBuffer::empty(client, input.shape.clone(), input.dtype);
@@ -36,7 +36,7 @@ pub(crate) fn backward<R: cubecl::Runtime>(
         let shape = Shape::new([d]);
         let dgamma = TensorBuffer::from_f32s(client, &zeros, shape.clone(), weight.dtype);
         let dbeta = TensorBuffer::from_f32s(client, &zeros, shape, weight.dtype);
-        return [dx, dgamma, dbeta];
+        return Ok([dx, dgamma, dbeta]);
     }
     let dgamma = TensorBuffer::empty(client, Shape::new([d]), weight.dtype);
     let dbeta = TensorBuffer::empty(client, Shape::new([d]), weight.dtype);
@@ -45,8 +45,8 @@ pub(crate) fn backward<R: cubecl::Runtime>(
     // before every check has passed. Copies are fresh, aligned allocations, so only the buffers
     // used in place constrain the vector width.
     let has_plane = super::plan::usable_plane_size(client) > 0;
-    let strategy =
-        forced.unwrap_or_else(|| choose_variant(d, problem.rows, input.dtype, has_plane).into());
+    let default = || choose_variant(d, problem.rows, input.dtype, has_plane);
+    let (strategy, forced, narrow) = choice.resolve(default);
     let in_place = [&input, &weight, &grad, &dx, &dgamma, &dbeta];
     let handles: alloc::vec::Vec<_> = in_place
         .into_iter()
@@ -59,8 +59,10 @@ pub(crate) fn backward<R: cubecl::Runtime>(
         input.dtype.size(),
         &handles,
         strategy,
-        forced.is_some(),
+        forced,
+        narrow,
     );
+    choice.check(&plan)?;
 
     let input = into_contiguous(client, input);
     let weight = into_contiguous(client, weight);
@@ -170,7 +172,7 @@ pub(crate) fn backward<R: cubecl::Runtime>(
                     plan.d_vec,
                     dtype,
                 );
-                return [dx, dgamma, dbeta];
+                return Ok([dx, dgamma, dbeta]);
             }
         }
 
@@ -196,5 +198,5 @@ pub(crate) fn backward<R: cubecl::Runtime>(
             dtype,
         );
     }
-    [dx, dgamma, dbeta]
+    Ok([dx, dgamma, dbeta])
 }

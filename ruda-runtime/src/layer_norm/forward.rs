@@ -4,7 +4,7 @@ use burn_backend::DType;
 use cubecl::{client::ComputeClient, prelude::*};
 
 use super::{
-    Strategy, Variant, choose_variant,
+    Choice, Variant, choose_variant,
     kernels::{
         forward::{forward_looped, forward_registers},
         unit::forward_unit,
@@ -21,8 +21,8 @@ pub(crate) fn forward<R: cubecl::Runtime>(
     weight: TensorBuffer,
     bias: Option<TensorBuffer>,
     epsilon: f64,
-    forced: Option<Strategy>,
-) -> [TensorBuffer; 3] {
+    choice: Choice,
+) -> Result<[TensorBuffer; 3], String> {
     let problem = check_forward(client, &input, &weight, bias.as_ref(), epsilon);
     let rank = input.shape.num_dims();
     let mut stats_shape = input.shape.clone();
@@ -31,15 +31,15 @@ pub(crate) fn forward<R: cubecl::Runtime>(
     let mean = TensorBuffer::empty(client, stats_shape.clone(), DType::F32);
     let rstd = TensorBuffer::empty(client, stats_shape, DType::F32);
     if problem.rows == 0 {
-        return [out, mean, rstd];
+        return Ok([out, mean, rstd]);
     }
 
     // Plan first (a forced strategy may panic), then copy strided buffers: nothing is launched
     // before every check has passed. Copies are fresh, aligned allocations, so only the buffers
     // used in place constrain the vector width.
     let has_plane = super::plan::usable_plane_size(client) > 0;
-    let strategy = forced
-        .unwrap_or_else(|| choose_variant(problem.d, problem.rows, input.dtype, has_plane).into());
+    let default = || choose_variant(problem.d, problem.rows, input.dtype, has_plane);
+    let (strategy, forced, narrow) = choice.resolve(default);
     let in_place = [Some(&input), Some(&weight), bias.as_ref(), Some(&out)];
     let handles: alloc::vec::Vec<_> = in_place
         .into_iter()
@@ -53,8 +53,10 @@ pub(crate) fn forward<R: cubecl::Runtime>(
         input.dtype.size(),
         &handles,
         strategy,
-        forced.is_some(),
+        forced,
+        narrow,
     );
+    choice.check(&plan)?;
 
     let input = into_contiguous(client, input);
     let weight = into_contiguous(client, weight);
@@ -136,5 +138,5 @@ pub(crate) fn forward<R: cubecl::Runtime>(
             ),
         }
     }
-    [out, mean, rstd]
+    Ok([out, mean, rstd])
 }

@@ -40,12 +40,12 @@
 //! Bad arguments panic before anything is launched, with a message naming the tensors and
 //! their shapes.
 
-mod backward;
-mod forward;
+pub(crate) mod backward;
+pub(crate) mod forward;
 mod kernels;
 mod layout;
-mod plan;
-mod validate;
+pub(crate) mod plan;
+pub(crate) mod validate;
 
 use burn_backend::DType;
 use cubecl::client::ComputeClient;
@@ -53,6 +53,56 @@ use cubecl::client::ComputeClient;
 use crate::runtime::normalization::TensorBuffer;
 
 pub use plan::MAX_VECTORS_PER_UNIT;
+
+/// How a call picks its launch shape (crate-internal).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Choice {
+    /// [`choose_variant`]; a register variant that cannot hold the row moves on to the next.
+    Default,
+    /// A forced strategy; panics when it cannot run the shape.
+    Forced(Strategy),
+    /// An autotune candidate: a variant, optionally with half the widest vector. When
+    /// `strict` (benchmarking a candidate), a candidate that cannot run the shape as asked is
+    /// an error, raised before anything is launched; otherwise (running the chosen candidate on
+    /// a shape of its bucket) it moves on like [`Choice::Default`].
+    Candidate {
+        /// The work layout.
+        variant: Variant,
+        /// Half the widest usable vector.
+        narrow: bool,
+        /// Refuse rather than move on.
+        strict: bool,
+    },
+}
+
+impl Choice {
+    /// The strategy to plan with, whether it is forced, whether to narrow the vector.
+    pub(crate) fn resolve(self, default: impl FnOnce() -> Variant) -> (Strategy, bool, bool) {
+        match self {
+            Choice::Default => (default().into(), false, false),
+            Choice::Forced(strategy) => (strategy, true, false),
+            Choice::Candidate {
+                variant, narrow, ..
+            } => (variant.into(), false, narrow),
+        }
+    }
+
+    /// For a strict candidate: whether the plan is the candidate that was asked for.
+    pub(crate) fn check(self, plan: &plan::Plan) -> Result<(), String> {
+        match self {
+            Choice::Candidate {
+                variant,
+                narrow,
+                strict: true,
+            } if plan.variant != variant || narrow != plan.narrowed => Err(format!(
+                "candidate {variant:?} (narrow vector: {narrow}) cannot run this shape: the plan \
+                 would be {:?} with vectors of {}",
+                plan.variant, plan.vector
+            )),
+            _ => Ok(()),
+        }
+    }
+}
 
 /// How the rows are spread over the device. Every variant computes the same result (up to f32
 /// rounding); they differ in speed. The default choice is [`choose_variant`]; the `_with`
@@ -151,6 +201,11 @@ pub fn choose_variant(d: usize, rows: usize, dtype: DType, has_plane: bool) -> V
 
 /// LayerNorm forward over the last dimension of `input`.
 ///
+/// The variant and vector width are autotuned per (d bucket, vector width, rows bucket, dtype)
+/// ([`crate::autotune`]): cached on disk under the device's driver fingerprint for the ruda
+/// runtimes, in memory for the process when there is none; `RUDA_AUTOTUNE=off` runs
+/// [`choose_variant`] instead.
+///
 /// Returns `[out, mean, rstd]`: `out` has the input's dtype and shape (contiguous); `mean` and
 /// `rstd` are F32 with the input's shape without its last dimension (one value per row), `rstd`
 /// being `1 / sqrt(var + epsilon)` with the biased variance.
@@ -168,7 +223,7 @@ pub fn layer_norm_forward<R: cubecl::Runtime>(
     bias: Option<TensorBuffer>,
     epsilon: f64,
 ) -> [TensorBuffer; 3] {
-    forward::forward(client, input, weight, bias, epsilon, None)
+    crate::autotune::layer_norm::forward_tuned(client, input, weight, bias, epsilon)
 }
 
 /// [`layer_norm_forward`] with a forced [`Variant`] or [`Strategy`].
@@ -185,12 +240,14 @@ pub fn layer_norm_forward_with<R: cubecl::Runtime>(
     epsilon: f64,
     strategy: impl Into<Strategy>,
 ) -> [TensorBuffer; 3] {
-    let strategy = Some(strategy.into());
-    forward::forward(client, input, weight, bias, epsilon, strategy)
+    let choice = Choice::Forced(strategy.into());
+    forward::forward(client, input, weight, bias, epsilon, choice).expect("forced strategies panic")
 }
 
 /// LayerNorm backward: the gradients of `out = layer_norm(input, weight, bias)` given the
 /// upstream gradient `grad` (dy) and the forward's `mean` and `rstd`.
+///
+/// Autotuned like [`layer_norm_forward`] (its own tuner and cache).
 ///
 /// Returns `[dx, dgamma, dbeta]`: `dx` has the input's dtype and shape (contiguous); `dgamma`
 /// and `dbeta` have the weight's dtype and shape `[d]`. `dbeta` is the sum of `dy` over the
@@ -216,7 +273,7 @@ pub fn layer_norm_backward<R: cubecl::Runtime>(
     mean: TensorBuffer,
     rstd: TensorBuffer,
 ) -> [TensorBuffer; 3] {
-    backward::backward(client, input, weight, grad, mean, rstd, None)
+    crate::autotune::layer_norm::backward_tuned(client, input, weight, grad, mean, rstd)
 }
 
 /// [`layer_norm_backward`] with a forced [`Variant`] or [`Strategy`].
@@ -232,6 +289,7 @@ pub fn layer_norm_backward_with<R: cubecl::Runtime>(
     rstd: TensorBuffer,
     strategy: impl Into<Strategy>,
 ) -> [TensorBuffer; 3] {
-    let strategy = Some(strategy.into());
-    backward::backward(client, input, weight, grad, mean, rstd, strategy)
+    let choice = Choice::Forced(strategy.into());
+    backward::backward(client, input, weight, grad, mean, rstd, choice)
+        .expect("forced strategies panic")
 }

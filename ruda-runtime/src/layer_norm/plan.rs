@@ -51,6 +51,8 @@ pub(crate) struct Plan {
     pub plane_size: usize,
     /// Number of row tiles (`ceil(rows / rows_per_cube)`).
     pub tiles: usize,
+    /// Whether the vector was halved from the widest usable one (a tuning candidate).
+    pub narrowed: bool,
 }
 
 impl Plan {
@@ -61,6 +63,7 @@ impl Plan {
         handles: &[&Handle],
         strategy: Strategy,
         forced: bool,
+        narrow: bool,
     ) -> Self {
         let Problem { rows, d } = problem;
         let device_plane = usable_plane_size(client);
@@ -79,7 +82,10 @@ impl Plan {
                 device_plane
             }
         };
-        let vector = vector_size(client, d, elem_size, handles);
+        let widest = vector_size(client, d, elem_size, handles);
+        // A tuning candidate may ask for half the widest vector (more units per row).
+        let narrowed = narrow && widest > 1;
+        let vector = if narrowed { widest / 2 } else { widest };
         let d_vec = d / vector;
         let max_units = (client.properties().hardware.max_units_per_cube as usize).min(CUBE_UNITS);
         // A group spans whole planes when plane reductions are used.
@@ -137,6 +143,7 @@ impl Plan {
                 Variant::UnitPerRow => rows.div_ceil(group_size),
                 _ => rows.div_ceil(rows_per_cube),
             },
+            narrowed,
         }
     }
 
@@ -174,7 +181,7 @@ impl Plan {
 
 /// The widest vector the device likes for this element size that divides `d` and that every
 /// buffer's start is aligned to.
-fn vector_size<R: cubecl::Runtime>(
+pub(crate) fn vector_size<R: cubecl::Runtime>(
     client: &ComputeClient<R>,
     d: usize,
     elem_size: usize,

@@ -69,6 +69,12 @@ pub trait Runtime: cubecl::Runtime {
     /// Stable loaded driver/runtime identity for persistent autotuning. Unknown backends return
     /// None and use session-only caches; device ordinal or API major version alone is insufficient.
     /// Adding a default preserves existing custom Runtime implementations.
+    ///
+    /// Autotune caches are keyed on its hash ([`crate::autotune`]). A runtime records it for
+    /// ruda's tuners and CubeCL's by returning
+    /// [`cache_identity(client, base).runtime_name`](crate::autotune::cache_identity) from its
+    /// `cubecl::Runtime::name`, as [`crate::RudaCuda`] and [`crate::RudaWgpu`] do; otherwise
+    /// LayerNorm is tuned per process only.
     fn autotune_driver_fingerprint(_client: &ComputeClient<Self>) -> Option<String> {
         None
     }

@@ -31,14 +31,19 @@ impl CubeclRuntime for RudaCuda {
     type Device = CudaDevice;
 
     fn client(device: &Self::Device) -> ComputeClient<Self> {
+        // `RUDA_AUTOTUNE_DIR` must reach CubeCL's configuration before its first server exists.
+        crate::autotune::settings::apply_to_cubecl();
         let client = ComputeClient::load(device);
         CLIENTS.record(server_key(&client), device);
         client
     }
 
-    fn name(_client: &ComputeClient<Self>) -> &'static str {
-        // The inner runtime's name: CubeCL and burn-cubecl key compiler choices on it.
-        "cuda"
+    fn name(client: &ComputeClient<Self>) -> &'static str {
+        // CubeCL's name ("cuda") plus the fingerprint hash (`cuda-fp<hash>`). In CubeCL 0.10 and
+        // burn-cubecl 0.21 the name is used only in display strings and in `CubeTuneId`, the
+        // directory of every CubeCL tuner's cache: so those caches are keyed on the driver too
+        // (compilation caches key on the kernel, not on this name). A lookup after the first call.
+        crate::autotune::cache_identity(client, "cuda").runtime_name
     }
 
     fn require_array_lengths() -> bool {

@@ -32,17 +32,23 @@ impl CubeclRuntime for RudaWgpu {
     type Device = WgpuDevice;
 
     fn client(device: &Self::Device) -> ComputeClient<Self> {
+        // `RUDA_AUTOTUNE_DIR` must reach CubeCL's configuration before its first server exists.
+        crate::autotune::settings::apply_to_cubecl();
         let client = ComputeClient::load(device);
         CLIENTS.record(server_key(&client), device);
         client
     }
 
     fn name(client: &ComputeClient<Self>) -> &'static str {
-        // Same name as the inner runtime: CubeCL and burn-cubecl key compiler choices on it.
-        match client.info() {
+        // The inner runtime's name plus the fingerprint hash (`wgpu<spirv>-fp<hash>`). In CubeCL
+        // 0.10 and burn-cubecl 0.21 the name is used only in display strings and in
+        // `CubeTuneId`, the directory of every CubeCL tuner's cache: so those caches are keyed
+        // on the driver too. A lookup after the first call.
+        let base = match client.info() {
             wgpu::Backend::Vulkan => "wgpu<spirv>",
             _ => "wgpu<wgsl>",
-        }
+        };
+        crate::autotune::cache_identity(client, base).runtime_name
     }
 
     fn require_array_lengths() -> bool {

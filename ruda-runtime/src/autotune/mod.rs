@@ -1,0 +1,155 @@
+//! Persistent autotuning keyed by the driver fingerprint.
+//!
+//! - Ruda's LayerNorm variants and vector widths are tuned per [`LayerNormKey`] (d bucket,
+//!   vector width, rows bucket, dtype) by CubeCL's tuner (`LocalTuner`, `TunableSet`), one
+//!   tuner for the forward and one for the backward pass.
+//! - The cache identity of a device is its driver fingerprint
+//!   ([`Runtime::autotune_driver_fingerprint`](crate::Runtime::autotune_driver_fingerprint)),
+//!   hashed: ruda's caches live in `ruda-fp<hash>/`, and the ruda runtimes report
+//!   `<name>-fp<hash>` as their CubeCL runtime name, which CubeCL's own tuners (matmul,
+//!   reduce, convolution, fused kernels) put in their cache directory
+//!   `device-<type>-<index>-<name>-fp<hash>/`. Another driver or GPU gets fresh caches; the old
+//!   ones stay for when it comes back.
+//! - Without a fingerprint ruda's tuners keep their results in memory only, and the runtime
+//!   name carries a per-process tag so that CubeCL's tuners never read another process's
+//!   results (see the README, "Autotuning", for what CubeCL still writes).
+//! - Settings: [`settings::ENV_AUTOTUNE_DIR`], [`settings::ENV_AUTOTUNE`],
+//!   [`settings::ENV_AUTOTUNE_FINGERPRINT`].
+//!
+//! [`autotune_report`] says, for a client, where the caches are, which fingerprint they are
+//! keyed on, and which candidate was chosen per key.
+
+mod cache_files;
+pub mod identity;
+pub mod layer_norm;
+pub mod settings;
+
+use std::path::PathBuf;
+
+use cubecl::{client::ComputeClient, device::Device};
+
+pub use identity::{CacheIdentity, cache_identity};
+pub use layer_norm::{
+    AutotuneStats, Candidate, ChosenVariant, Direction, LayerNormKey, chosen_variants, stats,
+};
+pub use settings::{AutotuneSettings, settings};
+
+/// Where the autotune caches of one device are and what they hold, for printing.
+#[derive(Clone, Debug)]
+pub struct AutotuneReport {
+    /// The settings of this process.
+    pub settings: AutotuneSettings,
+    /// The device's cache identity (fingerprint, hash, runtime name).
+    pub identity: CacheIdentity,
+    /// The cache root.
+    pub root: PathBuf,
+    /// Ruda's LayerNorm cache files (forward, backward); empty without a fingerprint.
+    pub ruda_files: Vec<PathBuf>,
+    /// The directory of CubeCL's tuners for this device.
+    pub cubecl_dir: PathBuf,
+    /// The cache files in `cubecl_dir` at the time of the report.
+    pub cubecl_files: Vec<PathBuf>,
+    /// The LayerNorm candidate chosen per key on this device, in this process.
+    pub chosen: Vec<ChosenVariant>,
+    /// Tuning counters of this process.
+    pub stats: AutotuneStats,
+}
+
+/// Collects the [`AutotuneReport`] of `client`'s device (`device` names CubeCL's directory).
+///
+/// Call it after the work whose choices should be listed; `Display` prints it as a few lines.
+pub fn autotune_report<R: crate::Runtime>(
+    client: &ComputeClient<R>,
+    device: &R::Device,
+) -> AutotuneReport {
+    // For a ruda runtime, `name` records the identity of the device.
+    let name = <R as cubecl::Runtime>::name(client);
+    let identity = (*identity::identity_or_default(client)).clone();
+    let root = settings::cache_root();
+    let ruda_files = match identity.ruda_cache_id() {
+        Some(id) => [Direction::Forward, Direction::Backward]
+            .iter()
+            .map(|d| cache_files::cache_file(&root, &id, d.tuner_name()))
+            .collect(),
+        None => Vec::new(),
+    };
+    let id = device.to_id();
+    let cubecl_dir = cache_files::cache_dir(
+        &root,
+        &format!("device-{}-{}-{name}", id.type_id, id.index_id),
+    );
+    let cubecl_files = cache_files::files_in(&cubecl_dir);
+    let cache_id = identity
+        .ruda_cache_id()
+        .unwrap_or_else(|| layer_norm::IN_PROCESS_ID.into());
+    let chosen = chosen_variants()
+        .into_iter()
+        .filter(|c| c.cache_id == cache_id)
+        .collect();
+    AutotuneReport {
+        settings: settings().clone(),
+        identity,
+        root,
+        ruda_files,
+        cubecl_dir,
+        cubecl_files,
+        chosen,
+        stats: stats(),
+    }
+}
+
+impl core::fmt::Display for AutotuneReport {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let on = if self.settings.enabled {
+            "on"
+        } else {
+            "off (RUDA_AUTOTUNE)"
+        };
+        writeln!(f, "autotune: {on}, root {}", self.root.display())?;
+        match (&self.identity.fingerprint, &self.identity.hash) {
+            (Some(fp), Some(hash)) => {
+                let from = if self.identity.overridden {
+                    " (RUDA_AUTOTUNE_FINGERPRINT)"
+                } else {
+                    ""
+                };
+                writeln!(f, "  fingerprint hash {hash}{from}: {fp}")?;
+            }
+            _ => writeln!(
+                f,
+                "  no fingerprint: ruda's results kept in memory only; CubeCL's under a \
+                 per-process name"
+            )?,
+        }
+        writeln!(
+            f,
+            "  runtime name (CubeCL cache id): {}",
+            self.identity.runtime_name
+        )?;
+        for file in &self.ruda_files {
+            let state = if file.exists() {
+                ""
+            } else {
+                " (not written yet)"
+            };
+            writeln!(f, "  ruda cache: {}{state}", file.display())?;
+        }
+        writeln!(
+            f,
+            "  CubeCL caches: {} ({} files)",
+            self.cubecl_dir.display(),
+            self.cubecl_files.len()
+        )?;
+        for file in &self.cubecl_files {
+            writeln!(f, "    {}", file.display())?;
+        }
+        for c in &self.chosen {
+            writeln!(f, "  {:?} [{}] -> {}", c.direction, c.key, c.candidate)?;
+        }
+        write!(
+            f,
+            "  this process: {} tuning passes, {} benchmark runs",
+            self.stats.tuning_passes, self.stats.benchmark_runs
+        )
+    }
+}

@@ -1,0 +1,150 @@
+//! The environment variables that steer autotuning, read once per process, and how
+//! `RUDA_AUTOTUNE_DIR` is handed to CubeCL's configuration.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use cubecl::config::{CubeClRuntimeConfig, RuntimeConfig, cache::CacheConfig};
+
+/// `RUDA_AUTOTUNE`: `off` (also `0`, `false`) turns ruda's own tuning off.
+pub const ENV_AUTOTUNE: &str = "RUDA_AUTOTUNE";
+/// `RUDA_AUTOTUNE_DIR`: the cache root, for ruda's tuners and CubeCL's alike.
+pub const ENV_AUTOTUNE_DIR: &str = "RUDA_AUTOTUNE_DIR";
+/// `RUDA_AUTOTUNE_FINGERPRINT`: replaces the driver fingerprint in the cache identity
+/// (`none` for the unknown-driver case). For tests and for pinning a cache on purpose.
+pub const ENV_AUTOTUNE_FINGERPRINT: &str = "RUDA_AUTOTUNE_FINGERPRINT";
+
+/// The autotune settings of this process, from the environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AutotuneSettings {
+    /// `false` when `RUDA_AUTOTUNE=off`: ruda's LayerNorm runs [`crate::layer_norm::choose_variant`]
+    /// and never benchmarks. CubeCL's own kernels are not affected (CubeCL 0.10 has no switch
+    /// to turn its tuning off; `CUBECL_AUTOTUNE_LEVEL=minimal` makes it cheaper).
+    pub enabled: bool,
+    /// `RUDA_AUTOTUNE_DIR`, when set: the root of every autotune cache.
+    pub dir: Option<PathBuf>,
+    /// `RUDA_AUTOTUNE_FINGERPRINT`, when set: `Some(None)` for `none`, else the string that
+    /// replaces the driver fingerprint.
+    pub fingerprint_override: Option<Option<String>>,
+}
+
+impl AutotuneSettings {
+    /// Reads the three variables (no caching; see [`settings`]).
+    pub fn from_env() -> Self {
+        let var = |name| {
+            std::env::var(name)
+                .ok()
+                .filter(|v: &String| !v.trim().is_empty())
+        };
+        let enabled = !matches!(
+            var(ENV_AUTOTUNE)
+                .map(|v| v.trim().to_ascii_lowercase())
+                .as_deref(),
+            Some("off" | "0" | "false" | "no")
+        );
+        let dir = var(ENV_AUTOTUNE_DIR).map(PathBuf::from);
+        let fingerprint_override = var(ENV_AUTOTUNE_FINGERPRINT).map(|v| {
+            if v.trim().eq_ignore_ascii_case("none") {
+                None
+            } else {
+                Some(v)
+            }
+        });
+        Self {
+            enabled,
+            dir,
+            fingerprint_override,
+        }
+    }
+}
+
+/// The settings of this process, read from the environment on first use.
+pub fn settings() -> &'static AutotuneSettings {
+    static SETTINGS: OnceLock<AutotuneSettings> = OnceLock::new();
+    SETTINGS.get_or_init(AutotuneSettings::from_env)
+}
+
+/// The root under which every autotune cache of this process lives: `RUDA_AUTOTUNE_DIR` when
+/// set, else CubeCL's configured root (`cubecl.toml`, `[autotune] cache`; the project's
+/// `target` directory by default). Files are at
+/// `<root>/autotune/<cubecl version>/<cache id>/<tuner>.json.log`.
+pub fn cache_root() -> PathBuf {
+    apply_to_cubecl();
+    CubeClRuntimeConfig::get().autotune.cache.root()
+}
+
+/// Makes CubeCL's configuration use `RUDA_AUTOTUNE_DIR` as its autotune cache root.
+///
+/// CubeCL reads its configuration once, when the first client is created (or on the first
+/// [`RuntimeConfig::get`]); the ruda runtimes call this before creating a client. When the
+/// configuration was already loaded with another root (a plain CubeCL client was created first,
+/// or the application set it), the directory cannot be applied to CubeCL's kernels nor to
+/// ruda's tuners (both go through CubeCL's cache), and this panics rather than silently writing
+/// elsewhere. Without `RUDA_AUTOTUNE_DIR` nothing is changed.
+///
+/// # Panics
+/// As described, on the first and every later call.
+pub fn apply_to_cubecl() {
+    static APPLIED: OnceLock<Result<(), String>> = OnceLock::new();
+    let result = APPLIED.get_or_init(|| {
+        let Some(dir) = settings().dir.clone() else {
+            return Ok(());
+        };
+        let storage = <CubeClRuntimeConfig as RuntimeConfig>::storage();
+        // Load the file and CUBECL_* variables first, without holding the lock.
+        let mut config = CubeClRuntimeConfig::from_current_dir().override_from_env();
+        config.autotune.cache = CacheConfig::File(dir.clone());
+        let mut state = storage.lock();
+        match state.as_ref() {
+            None => {
+                *state = Some(Arc::new(config));
+                Ok(())
+            }
+            Some(current) if current.autotune.cache.root() == dir => Ok(()),
+            Some(current) => Err(format!(
+                "{ENV_AUTOTUNE_DIR}={} cannot be applied: CubeCL's configuration was already \
+                 loaded with the autotune cache root {} before the first ruda client was created. \
+                 Create a ruda client first, or set the root in cubecl.toml ([autotune] cache = \
+                 {{ file = \"...\" }}) instead.",
+                dir.display(),
+                current.autotune.cache.root().display()
+            )),
+        }
+    });
+    if let Err(message) = result {
+        panic!("{message}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_environment() {
+        // Only `from_env` is exercised, never the process-wide `settings()`.
+        // SAFETY: this test alone touches these variables in the unit-test binary.
+        unsafe {
+            std::env::set_var(ENV_AUTOTUNE, "OFF");
+            std::env::set_var(ENV_AUTOTUNE_DIR, "/tmp/x");
+            std::env::set_var(ENV_AUTOTUNE_FINGERPRINT, "None");
+        }
+        let s = AutotuneSettings::from_env();
+        assert!(!s.enabled);
+        assert_eq!(s.dir, Some(PathBuf::from("/tmp/x")));
+        assert_eq!(s.fingerprint_override, Some(None));
+        unsafe {
+            std::env::set_var(ENV_AUTOTUNE, "on");
+            std::env::remove_var(ENV_AUTOTUNE_DIR);
+            std::env::set_var(ENV_AUTOTUNE_FINGERPRINT, "driver=1");
+        }
+        let s = AutotuneSettings::from_env();
+        assert!(s.enabled);
+        assert_eq!(s.dir, None);
+        assert_eq!(s.fingerprint_override, Some(Some("driver=1".into())));
+        unsafe {
+            std::env::remove_var(ENV_AUTOTUNE);
+            std::env::remove_var(ENV_AUTOTUNE_FINGERPRINT);
+        }
+    }
+}
