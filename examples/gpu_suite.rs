@@ -9,6 +9,8 @@
 //! ./target/release/examples/gpu_suite --no-differential # skip the op-by-op checks
 //! ./target/release/examples/gpu_suite --differential-only  # only them
 //! ./target/release/examples/gpu_suite --differential-only --only TransformerEncoder  # by name
+//! RUDA_AUTOTUNE_DIR=/tmp/at ./target/release/examples/gpu_suite --autotune  # twice: tuning,
+//!                                                # then the cache of the first run
 //! ./target/release/examples/gpu_suite --breakdown [--trace]  # LayerNorm through Burn, step by
 //!                                                # step [and the host spans of the slow steps]
 //! ```
@@ -36,6 +38,7 @@ struct Options {
     differential: bool,
     trace: bool,
     differential_only: bool,
+    autotune: bool,
     /// `--only NAME`: only the differential checks whose name contains NAME.
     only: Option<String>,
 }
@@ -50,6 +53,7 @@ fn main() {
         differential: !args.iter().any(|a| a == "--no-differential"),
         trace: args.iter().any(|a| a == "--trace"),
         differential_only: args.iter().any(|a| a == "--differential-only"),
+        autotune: args.iter().any(|a| a == "--autotune"),
         only: args
             .iter()
             .position(|a| a == "--only")
@@ -60,6 +64,10 @@ fn main() {
     }
     if options.breakdown {
         breakdown(&options);
+        return;
+    }
+    if options.autotune {
+        autotune_only();
         return;
     }
     if options.differential_only {
@@ -168,6 +176,41 @@ fn differential_only(only: Option<&str>) -> usize {
         &Default::default(),
         only,
     )
+}
+
+/// Only the LayerNorm autotuning section (`--autotune`), on CUDA or else the wgpu device.
+fn autotune_only() {
+    #[cfg(feature = "cuda")]
+    if ruda_runtime::runtime::cuda::cuda_device_count() > 0 {
+        return autotune::<ruda_runtime::RudaCuda>("ruda-cuda", &Default::default());
+    }
+    autotune::<ruda_runtime::RudaWgpu>("ruda-wgpu", &Default::default());
+}
+
+/// The first forward and backward call per shape (tuning on a fresh cache, a lookup on a cache
+/// an earlier process wrote), the steady-state times, then the cache identity, files and the
+/// candidate chosen per key (`ruda_runtime::autotune::autotune_report`).
+fn autotune<R: Runtime>(name: &str, device: &R::Device) {
+    let client = R::client(device);
+    println!("\n## {name}: LayerNorm autotuning, f32\n");
+    println!("shape\tfirst_fwd_us\tfirst_bwd_us\tfwd_us\tfwdbwd_us");
+    for (rows, d) in SHAPES {
+        let case = Case {
+            rows,
+            d,
+            dtype: DType::F32,
+        };
+        let (first_fwd, first_bwd) = bench::first_calls_us::<R>(device, case);
+        let steady = bench::native::<R>(device, case, None, TimingPlan::STANDARD);
+        println!(
+            "{rows}x{d}\t{first_fwd:.0}\t{first_bwd:.0}\t{:.1}\t{:.1}",
+            steady.fwd_us, steady.fwdbwd_us
+        );
+    }
+    println!(
+        "\n{}",
+        ruda_runtime::autotune::autotune_report(&client, device)
+    );
 }
 
 /// Only the breakdown of LayerNorm through Burn (`--breakdown`), on CUDA or else the wgpu

@@ -196,3 +196,33 @@ pub fn burn_layer_norm<B: AutodiffBackend>(
     );
     Timing { fwd_us, fwdbwd_us }
 }
+
+/// Wall-clock microseconds of the first forward call, then of the first backward call, of
+/// runtime `R`'s default (autotuned) LayerNorm on `case`, each followed by a device sync: on a
+/// fresh autotune cache they include the tuning of the case's key, on a cache written by an
+/// earlier process only the lookup. Call it before anything else runs `case`'s key.
+pub fn first_calls_us<R: Runtime>(device: &R::Device, case: Case) -> (f64, f64) {
+    let client = R::client(device);
+    let (rows, d) = (case.rows, case.d);
+    let x = TensorBuffer::from_f32s(
+        &client,
+        &random_values(rows * d, 1),
+        [rows, d].into(),
+        case.dtype,
+    );
+    let gamma = TensorBuffer::from_f32s(&client, &random_values(d, 2), [d].into(), case.dtype);
+    let beta = TensorBuffer::from_f32s(&client, &random_values(d, 3), [d].into(), case.dtype);
+    let dy = TensorBuffer::from_f32s(&client, &vec![1.0; rows * d], [rows, d].into(), case.dtype);
+    let sync = || cubecl::future::block_on(client.sync()).expect("device sync failed");
+    sync();
+    let start = std::time::Instant::now();
+    let [_out, mean, rstd] = R::layer_norm(&client, x.clone(), gamma.clone(), Some(beta), EPSILON);
+    sync();
+    let forward = start.elapsed().as_secs_f64() * 1e6;
+    let start = std::time::Instant::now();
+    let grads = R::layer_norm_backward(&client, x, gamma, dy, mean, rstd);
+    sync();
+    let backward = start.elapsed().as_secs_f64() * 1e6;
+    drop(grads);
+    (forward, backward)
+}

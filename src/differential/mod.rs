@@ -372,7 +372,9 @@ pub fn compare_floats_bounded(
         }
     }
     let allowed = match allowance {
-        Some((_, eps)) if eps > 0.0 => format!("{tol:.0e} x (1 + |reference|) + {eps:.1e} x magnitude"),
+        Some((_, eps)) if eps > 0.0 => {
+            format!("{tol:.0e} x (1 + |reference|) + {eps:.1e} x magnitude")
+        }
         _ => format!("{tol:.0e}"),
     };
     match worst {
@@ -408,7 +410,10 @@ impl MatmulPrecision {
         let b = Tensor::<B, 4>::ones([2, 3, 9, 13], device);
         let got = f32s(&a.matmul(b).into_data());
         let exact = 9.0 * (1.0 + 2f32.powi(-13));
-        if got.iter().all(|&v| (v - exact).abs() < 9.0 * 2f32.powi(-15)) {
+        if got
+            .iter()
+            .all(|&v| (v - exact).abs() < 9.0 * 2f32.powi(-15))
+        {
             MatmulPrecision::F32
         } else {
             MatmulPrecision::Tf32

@@ -31,7 +31,12 @@ pub fn conv<B: Backend>(device: &B::Device) -> CheckResult {
         c.close_products(
             &format!("conv1d({options:?})"),
             m::conv1d(x1.clone(), w1.clone(), Some(bias.clone()), options.clone()),
-            m::conv1d(nx1.clone(), nw1.clone(), Some(nbias.clone()), options.clone()),
+            m::conv1d(
+                nx1.clone(),
+                nw1.clone(),
+                Some(nbias.clone()),
+                options.clone(),
+            ),
             m::conv1d(nx1.clone().abs(), nw1.clone().abs(), None, options),
             1e-3,
         );
@@ -313,7 +318,14 @@ pub fn attention<B: Backend>(device: &B::Device) -> CheckResult {
             None,
             plain,
         ),
-        m::attention(nq.clone(), nk.clone(), nv.clone(), Some(nmask.clone()), None, plain),
+        m::attention(
+            nq.clone(),
+            nk.clone(),
+            nv.clone(),
+            Some(nmask.clone()),
+            None,
+            plain,
+        ),
         attention_magnitude(
             nq.clone(),
             nk.clone(),
@@ -333,7 +345,14 @@ pub fn attention<B: Backend>(device: &B::Device) -> CheckResult {
     c.close_products(
         "attention(q, k, v, mask, bias, scale 0.3, softcap 5)",
         m::attention(q, k, v, Some(mask), Some(bias), custom),
-        m::attention(nq.clone(), nk.clone(), nv.clone(), Some(nmask.clone()), Some(nbias.clone()), custom),
+        m::attention(
+            nq.clone(),
+            nk.clone(),
+            nv.clone(),
+            Some(nmask.clone()),
+            Some(nbias.clone()),
+            custom,
+        ),
         attention_magnitude(nq, nk, nv, Some(nmask), Some(nbias), custom),
         1e-3,
     );
