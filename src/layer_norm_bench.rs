@@ -96,6 +96,32 @@ pub fn random_values(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// The buffers of one benchmark case: `x` (random, roughly normal), `gamma`, `beta`, and
+/// `dy = 1` as `torch_layernorm.py` uses.
+struct Inputs {
+    x: TensorBuffer,
+    gamma: TensorBuffer,
+    beta: TensorBuffer,
+    dy: TensorBuffer,
+}
+
+impl Inputs {
+    fn new<R: Runtime>(client: &cubecl::client::ComputeClient<R>, case: Case) -> Self {
+        let (rows, d, dtype) = (case.rows, case.d, case.dtype);
+        Self {
+            x: TensorBuffer::from_f32s(
+                client,
+                &random_values(rows * d, 1),
+                [rows, d].into(),
+                dtype,
+            ),
+            gamma: TensorBuffer::from_f32s(client, &random_values(d, 2), [d].into(), dtype),
+            beta: TensorBuffer::from_f32s(client, &random_values(d, 3), [d].into(), dtype),
+            dy: TensorBuffer::from_f32s(client, &vec![1.0; rows * d], [rows, d].into(), dtype),
+        }
+    }
+}
+
 /// Times the native kernels of runtime `R` on `device` (forward, and forward + backward with
 /// `dy = 1` as `torch_layernorm.py` does), with the given strategy or the default rule.
 pub fn native<R: Runtime>(
@@ -105,16 +131,7 @@ pub fn native<R: Runtime>(
     plan: TimingPlan,
 ) -> Timing {
     let client = R::client(device);
-    let (rows, d) = (case.rows, case.d);
-    let x = TensorBuffer::from_f32s(
-        &client,
-        &random_values(rows * d, 1),
-        [rows, d].into(),
-        case.dtype,
-    );
-    let gamma = TensorBuffer::from_f32s(&client, &random_values(d, 2), [d].into(), case.dtype);
-    let beta = TensorBuffer::from_f32s(&client, &random_values(d, 3), [d].into(), case.dtype);
-    let dy = TensorBuffer::from_f32s(&client, &vec![1.0; rows * d], [rows, d].into(), case.dtype);
+    let Inputs { x, gamma, beta, dy } = Inputs::new(&client, case);
     let sync = || cubecl::future::block_on(client.sync()).expect("device sync failed");
 
     let forward = || match strategy {
@@ -203,16 +220,7 @@ pub fn burn_layer_norm<B: AutodiffBackend>(
 /// earlier process only the lookup. Call it before anything else runs `case`'s key.
 pub fn first_calls_us<R: Runtime>(device: &R::Device, case: Case) -> (f64, f64) {
     let client = R::client(device);
-    let (rows, d) = (case.rows, case.d);
-    let x = TensorBuffer::from_f32s(
-        &client,
-        &random_values(rows * d, 1),
-        [rows, d].into(),
-        case.dtype,
-    );
-    let gamma = TensorBuffer::from_f32s(&client, &random_values(d, 2), [d].into(), case.dtype);
-    let beta = TensorBuffer::from_f32s(&client, &random_values(d, 3), [d].into(), case.dtype);
-    let dy = TensorBuffer::from_f32s(&client, &vec![1.0; rows * d], [rows, d].into(), case.dtype);
+    let Inputs { x, gamma, beta, dy } = Inputs::new(&client, case);
     let sync = || cubecl::future::block_on(client.sync()).expect("device sync failed");
     sync();
     let start = std::time::Instant::now();
