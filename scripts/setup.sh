@@ -5,7 +5,10 @@
 set -euo pipefail
 
 have_lavapipe() {
-  ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 && ldconfig -p | grep -q 'libvulkan\.so\.1'
+  # Not `grep -q`: it exits at the first match, ldconfig then dies of SIGPIPE, and pipefail
+  # turns that into a failure.
+  ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 &&
+    ldconfig -p | grep 'libvulkan\.so\.1' >/dev/null
 }
 
 if have_lavapipe; then
