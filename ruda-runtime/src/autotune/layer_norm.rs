@@ -155,9 +155,15 @@ impl Candidate {
 
 /// Every candidate, in a fixed order (CubeCL's cache checksum is over these names, so a change
 /// of the list invalidates old results). A candidate that cannot run a shape as asked (a
-/// register variant whose row does not fit, a narrow vector where the widest is 1) fails its
-/// benchmark before launching anything and is skipped.
-pub const CANDIDATES: [Candidate; 8] = {
+/// register variant whose row does not fit) fails its benchmark before launching anything and
+/// is skipped.
+///
+/// Only the widest vector for now: the half-width candidates (`narrow: true`) gave a wrong
+/// forward output for `UnitPerRow` at d = 65536 on lavapipe (`automatic_choice_shapes` in
+/// `tests/layer_norm.rs` of the root crate caught it once the tuner picked that candidate).
+/// They stay out of the list until that is found and every narrow candidate is checked
+/// against the reference on its own.
+pub const CANDIDATES: [Candidate; 4] = {
     const fn c(variant: Variant, narrow: bool) -> Candidate {
         Candidate { variant, narrow }
     }
@@ -166,10 +172,6 @@ pub const CANDIDATES: [Candidate; 8] = {
         c(Variant::CubePerRow, false),
         c(Variant::CubePerRowLooped, false),
         c(Variant::UnitPerRow, false),
-        c(Variant::PlanePerRow, true),
-        c(Variant::CubePerRow, true),
-        c(Variant::CubePerRowLooped, true),
-        c(Variant::UnitPerRow, true),
     ]
 };
 
