@@ -13,6 +13,10 @@
 //!                                                # then the cache of the first run
 //! ./target/release/examples/gpu_suite --breakdown [--trace]  # LayerNorm through Burn, step by
 //!                                                # step [and the host spans of the slow steps]
+//! ./target/release/examples/gpu_suite --benchmarks --csv out.csv [--groups mnist_step,...]
+//!                                                # the published comparison (ruda_suite::benchmarks)
+//!                                                # on every backend present; RUDA_BENCH_BACKENDS
+//!                                                # narrows the backends
 //! ```
 //!
 //! Sections: the device list with fingerprints; LayerNorm correctness on CUDA and on the wgpu
@@ -41,6 +45,11 @@ struct Options {
     autotune: bool,
     /// `--only NAME`: only the differential checks whose name contains NAME.
     only: Option<String>,
+    benchmarks: bool,
+    /// `--csv PATH`: where `--benchmarks` writes its CSV.
+    csv: Option<String>,
+    /// `--groups a,b`: only these benchmark groups.
+    groups: Option<String>,
 }
 
 fn main() {
@@ -54,10 +63,10 @@ fn main() {
         trace: args.iter().any(|a| a == "--trace"),
         differential_only: args.iter().any(|a| a == "--differential-only"),
         autotune: args.iter().any(|a| a == "--autotune"),
-        only: args
-            .iter()
-            .position(|a| a == "--only")
-            .and_then(|i| args.get(i + 1).cloned()),
+        only: value_of(&args, "--only"),
+        benchmarks: args.iter().any(|a| a == "--benchmarks"),
+        csv: value_of(&args, "--csv"),
+        groups: value_of(&args, "--groups"),
     };
     if options.trace && !ruda_suite::span_profile::install() {
         eprintln!("--trace: another tracing subscriber is installed; no spans will be recorded");
@@ -68,6 +77,10 @@ fn main() {
     }
     if options.autotune {
         autotune_only();
+        return;
+    }
+    if options.benchmarks {
+        benchmarks(&options);
         return;
     }
     if options.differential_only {
@@ -158,6 +171,52 @@ fn main() {
     println!("\n## Result\n\n{failures} check(s) failed");
     if failures > 0 {
         std::process::exit(1);
+    }
+}
+
+/// The value after `flag`, if any.
+fn value_of(args: &[String], flag: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+/// The published comparison (`--benchmarks`): every workload of `ruda_suite::benchmarks` on
+/// every backend present (or those `RUDA_BENCH_BACKENDS` names), one workload at a time across
+/// the backends; a table on stdout and, with `--csv`, the CSV `bench_plots` draws.
+fn benchmarks(options: &Options) {
+    use ruda_suite::benchmarks::{Contender, measure, suite, write_csv};
+    let contenders = Contender::selected();
+    println!("\n## Benchmarks: the same work on every backend\n");
+    for c in &contenders {
+        println!("# {c}: {}", c.backend_type());
+    }
+    let groups: Option<Vec<&str>> = options.groups.as_deref().map(|g| g.split(',').collect());
+    println!("\ngroup\tcase\tbackend\tmedian_us\tthroughput\tdevice");
+    let mut rows = Vec::new();
+    for workload in suite(options.quick) {
+        if groups
+            .as_ref()
+            .is_some_and(|g| !g.contains(&workload.group()))
+        {
+            continue;
+        }
+        for contender in &contenders {
+            match measure(contender, workload) {
+                None => {}
+                Some(Ok(row)) => {
+                    println!("{}", row.table_row());
+                    rows.push(row);
+                }
+                Some(Err(e)) => println!("# FAILED {e}"),
+            }
+        }
+        // Each row as soon as it is measured: a command cut off by a time limit keeps them.
+        if let Some(path) = &options.csv
+            && let Err(e) = write_csv(std::path::Path::new(path), &rows)
+        {
+            eprintln!("cannot write {path}: {e}");
+        }
     }
 }
 

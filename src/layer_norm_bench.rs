@@ -98,15 +98,20 @@ pub fn random_values(n: usize, seed: u64) -> Vec<f32> {
 
 /// The buffers of one benchmark case: `x` (random, roughly normal), `gamma`, `beta`, and
 /// `dy = 1` as `torch_layernorm.py` uses.
-struct Inputs {
-    x: TensorBuffer,
-    gamma: TensorBuffer,
-    beta: TensorBuffer,
-    dy: TensorBuffer,
+pub struct Inputs {
+    /// `[rows, d]`.
+    pub x: TensorBuffer,
+    /// `[d]`.
+    pub gamma: TensorBuffer,
+    /// `[d]`.
+    pub beta: TensorBuffer,
+    /// `[rows, d]`, all ones.
+    pub dy: TensorBuffer,
 }
 
 impl Inputs {
-    fn new<R: Runtime>(client: &cubecl::client::ComputeClient<R>, case: Case) -> Self {
+    /// The inputs of `case` on `client`'s device.
+    pub fn new<R: Runtime>(client: &cubecl::client::ComputeClient<R>, case: Case) -> Self {
         let (rows, d, dtype) = (case.rows, case.d, case.dtype);
         Self {
             x: TensorBuffer::from_f32s(

@@ -1,6 +1,7 @@
 //! Shared code of burn-ruda's examples, integration tests and benchmarks: the timing method
 //! of DESIGN.md and the LayerNorm benchmark cases, so that every table is measured one way.
 
+pub mod benchmarks;
 pub mod burn_breakdown;
 pub mod char_lm;
 pub mod differential;
