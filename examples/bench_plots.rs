@@ -25,10 +25,11 @@ use ruda_suite::example_args::Args;
 const SWEEP_ROWS: usize = 16384;
 
 /// The order backends are listed in (others follow, sorted).
-const ORDER: [&str; 6] = [
+const ORDER: [&str; 7] = [
     "ruda-cuda",
     "burn-cuda",
     "pytorch",
+    "ruda-cuda-composed",
     "ruda-wgpu",
     "burn-wgpu",
     "burn-ndarray",
@@ -292,7 +293,7 @@ fn markdown_tables(rows: &[Measurement]) -> String {
             })
             .map(|r| r.median_us)
     };
-    let ruda = names.iter().find(|b| b.starts_with("ruda-")).cloned();
+    let ruda = names.iter().find(|b| is_ruda(b)).cloned();
     let _ = writeln!(
         md,
         "LayerNorm through Burn (`burn::nn::LayerNorm`, f32; fwd on the inner backend, fwdbwd = \
@@ -360,13 +361,11 @@ fn markdown_tables(rows: &[Measurement]) -> String {
         for r in &steps {
             let ruda_time = steps
                 .iter()
-                .find(|s| {
-                    s.group == r.group && s.backend.starts_with("ruda-") && s.device == r.device
-                })
+                .find(|s| s.group == r.group && is_ruda(&s.backend) && s.device == r.device)
                 .or_else(|| {
                     steps
                         .iter()
-                        .find(|s| s.group == r.group && s.backend.starts_with("ruda-"))
+                        .find(|s| s.group == r.group && is_ruda(&s.backend))
                 })
                 .map(|s| s.median_us);
             let _ = writeln!(
@@ -383,6 +382,11 @@ fn markdown_tables(rows: &[Measurement]) -> String {
         }
     }
     md
+}
+
+/// ruda's published backends (not `ruda-cuda-composed`, Burn's autodiff over Ruda).
+fn is_ruda(backend: &str) -> bool {
+    backend == "ruda-cuda" || backend == "ruda-wgpu"
 }
 
 /// `theirs / mine` as `2.50x` (above 1: ruda is faster), `–` when either is missing.

@@ -12,6 +12,11 @@ pub enum Contender {
     RudaCuda,
     /// `burn::backend::Autodiff<burn::backend::Cuda>` on CUDA device 0.
     BurnCuda,
+    /// `burn::backend::Autodiff<burn_ruda::Ruda<RudaCuda>>` on CUDA device 0: Burn's own
+    /// autodiff over Ruda, so LayerNorm runs as Burn's composed ops. Not part of the published
+    /// comparison ([`Contender::present`]); named in `RUDA_BENCH_BACKENDS` it separates the cost
+    /// of the native LayerNorm node from that of the rest of the Ruda backend.
+    RudaCudaComposed,
     /// `burn_ruda::Autodiff<burn_ruda::Ruda<RudaWgpu>>` on a wgpu adapter.
     RudaWgpu(WgpuDevice),
     /// `burn::backend::Autodiff<burn::backend::Wgpu>` on the same wgpu adapter.
@@ -39,16 +44,20 @@ impl Contender {
         out
     }
 
-    /// [`Contender::present`], narrowed by `RUDA_BENCH_BACKENDS` (a comma-separated list of
-    /// [`Contender::name`]s) when it is set.
+    /// [`Contender::present`], or, when `RUDA_BENCH_BACKENDS` is set (a comma-separated list
+    /// of [`Contender::name`]s), the contenders it names among those this machine can run
+    /// (`ruda-cuda-composed` included).
     ///
     /// # Panics
     /// When `RUDA_BENCH_BACKENDS` names a backend that is not one of [`Contender::NAMES`].
     pub fn selected() -> Vec<Contender> {
-        let present = Self::present();
+        let mut present = Self::present();
         let Ok(list) = std::env::var("RUDA_BENCH_BACKENDS") else {
             return present;
         };
+        if cfg!(feature = "cuda") && cuda_available() {
+            present.insert(2, Contender::RudaCudaComposed);
+        }
         let wanted: Vec<&str> = list
             .split(',')
             .map(str::trim)
@@ -68,9 +77,10 @@ impl Contender {
     }
 
     /// Every name [`Contender::name`] can return.
-    pub const NAMES: [&'static str; 5] = [
+    pub const NAMES: [&'static str; 6] = [
         "ruda-cuda",
         "burn-cuda",
+        "ruda-cuda-composed",
         "ruda-wgpu",
         "burn-wgpu",
         "burn-ndarray",
@@ -81,6 +91,7 @@ impl Contender {
         match self {
             Contender::RudaCuda => "ruda-cuda",
             Contender::BurnCuda => "burn-cuda",
+            Contender::RudaCudaComposed => "ruda-cuda-composed",
             Contender::RudaWgpu(_) => "ruda-wgpu",
             Contender::BurnWgpu(_) => "burn-wgpu",
             Contender::NdArray => "burn-ndarray",
@@ -92,6 +103,7 @@ impl Contender {
         match self {
             Contender::RudaCuda => "burn_ruda::Autodiff<burn_ruda::Ruda<RudaCuda>>",
             Contender::BurnCuda => "burn::backend::Autodiff<burn::backend::Cuda>",
+            Contender::RudaCudaComposed => "burn::backend::Autodiff<burn_ruda::Ruda<RudaCuda>>",
             Contender::RudaWgpu(_) => "burn_ruda::Autodiff<burn_ruda::Ruda<RudaWgpu>>",
             Contender::BurnWgpu(_) => "burn::backend::Autodiff<burn::backend::Wgpu>",
             Contender::NdArray => "burn::backend::Autodiff<burn::backend::NdArray>",
@@ -109,14 +121,16 @@ impl Contender {
         match self {
             Contender::NdArray => true,
             Contender::RudaWgpu(d) | Contender::BurnWgpu(d) => *d == WgpuDevice::Cpu,
-            Contender::RudaCuda | Contender::BurnCuda => false,
+            Contender::RudaCuda | Contender::BurnCuda | Contender::RudaCudaComposed => false,
         }
     }
 
     /// The device, as the tables print it.
     pub fn device_label(&self) -> String {
         match self {
-            Contender::RudaCuda | Contender::BurnCuda => "cuda:0".into(),
+            Contender::RudaCuda | Contender::BurnCuda | Contender::RudaCudaComposed => {
+                "cuda:0".into()
+            }
             Contender::RudaWgpu(d) | Contender::BurnWgpu(d) => format!("wgpu:{d:?}"),
             Contender::NdArray => "cpu".into(),
         }

@@ -196,8 +196,14 @@ pub fn prepare(contender: &Contender, workload: Workload) -> Option<Call> {
                 workload,
             ),
         },
+        #[cfg(feature = "cuda")]
+        Contender::RudaCudaComposed => autodiff_call::<
+            BurnAutodiff<burn_ruda::Ruda<ruda_runtime::RudaCuda>>,
+        >(Default::default(), workload),
         #[cfg(not(feature = "cuda"))]
-        Contender::RudaCuda => panic!("ruda-cuda: built without the `cuda` feature"),
+        Contender::RudaCuda | Contender::RudaCudaComposed => {
+            panic!("{}: built without the `cuda` feature", contender.name())
+        }
         Contender::BurnCuda => {
             autodiff_call::<BurnAutodiff<burn::backend::Cuda>>(Default::default(), workload)
         }
