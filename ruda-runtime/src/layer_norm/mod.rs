@@ -123,9 +123,14 @@ pub enum Variant {
     CubePerRowLooped,
     /// One unit per row, no shared memory and no barrier: the unit reads its row three times
     /// (from cache after the first) in the forward pass, twice in the backward pass, and the
-    /// backward's `dgamma`/`dbeta` come from a second kernel with one unit per column. Any `d`.
+    /// backward's `dgamma`/`dbeta` come from a second kernel with one unit per column.
     /// For devices where barriers are expensive and plane operations missing, such as Mesa's
-    /// lavapipe (Vulkan on the CPU); on a GPU it leaves most lanes idle.
+    /// lavapipe (Vulkan on the CPU); on a GPU it leaves most lanes idle. Bounded by lavapipe's
+    /// loop limit (a shader invocation's loops together end silently after 65535 iterations):
+    /// a unit may run at most about 64500 loop iterations, `1 + 3 * d / N` per row it visits
+    /// (`N` the vector width) and, for the column sums, one per row; beyond that the launch
+    /// moves on to [`Variant::CubePerRowLooped`] (a forced `UnitPerRow` panics), e.g. from
+    /// d = 86016 with vectors of 4, or from 64512 rows.
     UnitPerRow,
 }
 
@@ -178,8 +183,9 @@ impl From<Variant> for Strategy {
 ///
 /// The rule assumes 16-byte vector loads; when `d` is odd (scalar loads) a register variant may
 /// not hold the row in [`MAX_VECTORS_PER_UNIT`] vectors per unit, and the launch then moves on
-/// to the next variant (plane per row, cube per row, looped). A variant forced through the
-/// `_with` entry points never moves; it panics instead.
+/// to the next variant (plane per row, cube per row, looped); so does a [`Variant::UnitPerRow`]
+/// launch whose rows are too long, or too many, for lavapipe's loop limit. A variant forced
+/// through the `_with` entry points never moves; it panics instead.
 ///
 /// `dtype` does not change the choice today: rows are held in registers as f32 whatever the
 /// storage type, so the register budget per element is the same; it is part of the signature

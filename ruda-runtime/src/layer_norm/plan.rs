@@ -16,6 +16,32 @@ const LOOP_CHUNK: usize = 4;
 pub(crate) const UNIT_CUBE: usize = 64;
 /// Upper bound on the f32 scratch of the backward column sums, per buffer, in elements (16 MiB).
 const MAX_PARTIAL_ELEMS: usize = 1 << 22;
+/// Loop iterations one invocation may run, over all its loops together, on Mesa's
+/// llvmpipe/lavapipe: gallivm gives every shader invocation one loop counter, shared by every
+/// loop of the shader, and silently breaks out of whatever loop is running once it has counted
+/// 65535 iterations (`LP_MAX_TGSI_LOOP_ITERATIONS`). The unit-per-row kernels loop over whole
+/// rows in one invocation (three passes of `d_vec` iterations in the forward pass), so a long
+/// row would be cut short there: the statistics miss the end of the row and the output is
+/// never written (d = 65536 with vectors of 2 elements, or d = 131072 with vectors of 4).
+pub(crate) const LAVAPIPE_LOOP_ITERATIONS: usize = 65535;
+/// The share of [`LAVAPIPE_LOOP_ITERATIONS`] the unit-per-row kernels plan for (a margin for
+/// loops a compiler might add).
+const UNIT_LOOP_BUDGET: usize = LAVAPIPE_LOOP_ITERATIONS - 1024;
+
+/// The most loop iterations one invocation of a unit-per-row kernel runs: the forward kernel
+/// (and the backward row kernel, which makes two passes instead of three) runs
+/// `1 + 3 * d_vec` per row for each of the rows its unit visits; the backward column kernel runs
+/// one iteration per row.
+pub(crate) fn unit_loop_iterations(
+    rows: usize,
+    d_vec: usize,
+    units_per_cube: usize,
+    max_cubes: usize,
+) -> usize {
+    let cubes = rows.div_ceil(units_per_cube).min(max_cubes).max(1);
+    let rows_per_unit = rows.div_ceil(cubes * units_per_cube);
+    (rows_per_unit * (1 + 3 * d_vec)).max(rows)
+}
 
 /// Plane size usable by the kernels, 0 when the shared-memory path must be used: the device must
 /// advertise plane operations with a fixed, power-of-two plane size.
@@ -114,10 +140,25 @@ impl Plan {
                 // One unit per row: cubes of `UNIT_CUBE` rows; nothing held in registers.
                 Variant::UnitPerRow => (UNIT_CUBE.min(max_units), 1, 0),
             };
-            if matches!(variant, Variant::CubePerRowLooped | Variant::UnitPerRow)
-                || shape.2 <= MAX_VECTORS_PER_UNIT
-            {
+            let fits = match variant {
+                Variant::CubePerRowLooped => true,
+                Variant::UnitPerRow => {
+                    let max_cubes = client.properties().hardware.max_cube_count.0 as usize;
+                    unit_loop_iterations(rows, d_vec, shape.0, max_cubes) <= UNIT_LOOP_BUDGET
+                }
+                _ => shape.2 <= MAX_VECTORS_PER_UNIT,
+            };
+            if fits {
                 break shape;
+            }
+            if variant == Variant::UnitPerRow {
+                assert!(
+                    !forced,
+                    "LayerNorm: variant UnitPerRow loops over whole rows in one unit and cannot \
+                     run {rows} rows of d = {d} ({d_vec} vectors of {vector}) within \
+                     {UNIT_LOOP_BUDGET} loop iterations per unit (lavapipe silently ends loops \
+                     after {LAVAPIPE_LOOP_ITERATIONS}); use Variant::CubePerRowLooped"
+                );
             }
             assert!(
                 !forced,
