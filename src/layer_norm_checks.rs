@@ -2,7 +2,8 @@
 //! Mesa's lavapipe, the GPU suite on CUDA and Vulkan. Each check panics with a message naming the
 //! case and the error when a result is off; [`run_all`] runs every group and counts failures.
 //!
-//! Covered: every variant forced (and the automatic choice), both reduction paths, f32/f16/bf16,
+//! Covered: every variant forced (and the automatic choice, and every autotune candidate on its
+//! own: [`every_candidate`]), both reduction paths, f32/f16/bf16,
 //! rows with mean 1e4 and std 1e-2, constant rows, d = 1, 3 and 65536, zero rows, a transposed
 //! input, rank 1 and 3, with and without beta, NaN isolation, and a finite-difference check of
 //! the backward. Every result is compared with the exact f64 [`reference`] computed from `x`.
@@ -10,6 +11,7 @@
 use cubecl::prelude::*;
 use cubecl::zspace::{Shape, Strides};
 use ruda_runtime::TensorBuffer;
+use ruda_runtime::autotune::Candidate;
 use ruda_runtime::layer_norm::{
     Reduction, Strategy, Variant, layer_norm_backward, layer_norm_backward_with,
     layer_norm_forward, layer_norm_forward_with,
@@ -158,6 +160,7 @@ pub struct Case {
     transposed: bool,
     kinds: &'static [RowKind],
     strategy: Option<Strategy>,
+    candidate: Option<Candidate>,
     seed: u64,
 }
 
@@ -171,6 +174,7 @@ impl Case {
             transposed: false,
             kinds: &[RowKind::Normal, RowKind::LargeMean, RowKind::Constant],
             strategy: None,
+            candidate: None,
             seed: 7,
         }
     }
@@ -194,8 +198,22 @@ impl Case {
         self.strategy = Some(strategy.into());
         self
     }
+    /// Runs one autotune candidate, planned as the tuner benchmarks it.
+    pub fn candidate(mut self, candidate: Candidate) -> Self {
+        self.candidate = Some(candidate);
+        self
+    }
 
+    /// Runs the case; panics when a result is off.
     pub fn run<Rt: Runtime>(&self, client: &ComputeClient<Rt>) {
+        if let Err(e) = self.try_run(client) {
+            panic!("{}: {e}", self.name);
+        }
+    }
+
+    /// Runs the case; panics when a result is off, returns an error (having checked nothing)
+    /// when a forced [`Candidate`] cannot run the shape, which the tuner then skips.
+    pub fn try_run<Rt: Runtime>(&self, client: &ComputeClient<Rt>) -> Result<(), String> {
         let d = *self.shape.last().unwrap();
         let rows: usize = self.shape[..self.shape.len() - 1].iter().product();
         let dtype = self.dtype;
@@ -220,11 +238,14 @@ impl Case {
         };
         let gamma_buf = upload(client, &gamma, &[d], dtype);
         let beta_buf = self.beta.then(|| upload(client, &beta, &[d], dtype));
-        let [out, mean, rstd] = match self.strategy {
-            Some(s) => {
+        let [out, mean, rstd] = match (self.strategy, self.candidate) {
+            (_, Some(c)) => c.forward(client, input(client), gamma_buf.clone(), beta_buf, EPS)?,
+            (Some(s), None) => {
                 layer_norm_forward_with(client, input(client), gamma_buf.clone(), beta_buf, EPS, s)
             }
-            None => layer_norm_forward(client, input(client), gamma_buf.clone(), beta_buf, EPS),
+            (None, None) => {
+                layer_norm_forward(client, input(client), gamma_buf.clone(), beta_buf, EPS)
+            }
         };
         assert_eq!(out.shape.to_vec(), self.shape, "{name}: out shape");
         assert_eq!(out.dtype, dtype, "{name}: out dtype");
@@ -246,11 +267,14 @@ impl Case {
         check(name, "rstd", &got_rstd, &reference.rstd, tol_fwd);
 
         let dy_buf = upload(client, &dy, &self.shape, dtype);
-        let [dx, dgamma, dbeta] = match self.strategy {
-            Some(s) => {
+        let [dx, dgamma, dbeta] = match (self.strategy, self.candidate) {
+            (_, Some(c)) => c.backward(client, input(client), gamma_buf, dy_buf, mean, rstd)?,
+            (Some(s), None) => {
                 layer_norm_backward_with(client, input(client), gamma_buf, dy_buf, mean, rstd, s)
             }
-            None => layer_norm_backward(client, input(client), gamma_buf, dy_buf, mean, rstd),
+            (None, None) => {
+                layer_norm_backward(client, input(client), gamma_buf, dy_buf, mean, rstd)
+            }
         };
         assert_eq!(dx.shape.to_vec(), self.shape, "{name}: dx shape");
         assert_eq!(dgamma.shape.to_vec(), vec![d], "{name}: dgamma shape");
@@ -272,6 +296,7 @@ impl Case {
             &reference.dbeta,
             tol_bwd,
         );
+        Ok(())
     }
 }
 
@@ -343,6 +368,50 @@ pub fn automatic_choice_shapes<Rt: Runtime>(client: &ComputeClient<Rt>) {
     Case::new("odd d, many rows", &[1024, 1031])
         .kinds(&[RowKind::Normal, RowKind::LargeMean])
         .run(client);
+}
+
+/// Every one of `candidates` (autotune candidates, planned as the tuner benchmarks them) on
+/// each of `shapes` (f32, rows of every kind), forward and backward against the reference. A
+/// candidate that cannot run a shape (the tuner skips it there) is listed, not failed; every
+/// wrong result is collected, and the check panics with all of them. Returns, per shape, the
+/// names of the candidates that ran.
+pub fn every_candidate<Rt: Runtime>(
+    client: &ComputeClient<Rt>,
+    candidates: &[Candidate],
+    shapes: &[&[usize]],
+) -> Vec<Vec<String>> {
+    let mut failures = Vec::new();
+    let mut ran = Vec::new();
+    for &shape in shapes {
+        let mut ran_here = Vec::new();
+        for &candidate in candidates {
+            let case = Case::new("candidate", shape).candidate(candidate);
+            let result =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case.try_run(client)));
+            let what = format!("{} at {shape:?}", candidate.name());
+            match result {
+                Ok(Ok(())) => ran_here.push(candidate.name()),
+                Ok(Err(why)) => println!("note: {what} skipped: {why}"),
+                Err(panic) => {
+                    let message = panic
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    println!("FAIL {what}: {message}");
+                    failures.push(format!("{what}: {message}"));
+                }
+            }
+        }
+        ran.push(ran_here);
+    }
+    assert!(
+        failures.is_empty(),
+        "{} candidate run(s) off the reference:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    ran
 }
 
 /// f16 (and bf16 where supported) in every variant, within 1e-2.

@@ -267,3 +267,35 @@ fn forcing_plane_reduction_without_plane_ops_panics() {
         "{message}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Every autotune candidate on its own: the tuner only times them, so each must be right
+
+#[test]
+fn every_candidate() {
+    use ruda_runtime::autotune::layer_norm::CANDIDATES;
+    assert_eq!(CANDIDATES.len(), 8);
+    let shapes: &[&[usize]] = &[
+        &[3, 65536],
+        &[4, 65536],
+        &[2, 40000],
+        &[3, 32768],
+        &[3, 16384],
+        &[4, 8192],
+        &[2, 3, 40],
+        &[64, 768],
+        &[37, 1031],
+    ];
+    let ran = checks::every_candidate(&client(), &CANDIDATES, shapes);
+    // d = 65536: the looped candidates at both widths, one unit per row only with the widest
+    // vector (half-width vectors would loop past lavapipe's limit).
+    for ran in &ran[..2] {
+        assert!(ran.contains(&"CubePerRowLooped/half".to_string()));
+        assert!(ran.contains(&"UnitPerRow/widest".to_string()));
+        assert!(!ran.contains(&"UnitPerRow/half".to_string()));
+    }
+    // d = 40000: both widths of one unit per row.
+    assert!(ran[2].contains(&"UnitPerRow/half".to_string()));
+    // Short vectorized rows: all eight.
+    assert_eq!(ran[7].len(), 8, "{:?}", ran[7]);
+}

@@ -151,19 +151,70 @@ impl Candidate {
         let width = if self.narrow { "half" } else { "widest" };
         format!("{:?}/{width}", self.variant)
     }
+
+    /// The [`Choice`] this candidate runs with: `strict` as when it is benchmarked (an error
+    /// rather than another plan), not strict as when it runs a caller's shape of its key.
+    fn choice(&self, strict: bool) -> Choice {
+        Choice::Candidate {
+            variant: self.variant,
+            narrow: self.narrow,
+            strict,
+        }
+    }
+
+    /// This candidate's forward pass on the caller's inputs, planned exactly as the tuner
+    /// benchmarks it (for tests that check every candidate against a reference).
+    ///
+    /// Returns `[out, mean, rstd]`, or an error, before anything is launched, when the candidate
+    /// cannot run this shape as asked (a register variant whose row does not fit, a half-width
+    /// vector where the widest is 1): the tuner skips it there.
+    ///
+    /// # Panics
+    /// As [`crate::layer_norm::layer_norm_forward`] on bad arguments.
+    pub fn forward<R: cubecl::Runtime>(
+        &self,
+        client: &ComputeClient<R>,
+        input: TensorBuffer,
+        weight: TensorBuffer,
+        bias: Option<TensorBuffer>,
+        epsilon: f64,
+    ) -> Result<[TensorBuffer; 3], String> {
+        forward::forward(client, input, weight, bias, epsilon, self.choice(true))
+    }
+
+    /// This candidate's backward pass on the caller's inputs, as [`Candidate::forward`].
+    ///
+    /// Returns `[dx, dgamma, dbeta]`, or an error when the candidate cannot run this shape.
+    ///
+    /// # Panics
+    /// As [`crate::layer_norm::layer_norm_backward`] on bad arguments.
+    pub fn backward<R: cubecl::Runtime>(
+        &self,
+        client: &ComputeClient<R>,
+        input: TensorBuffer,
+        weight: TensorBuffer,
+        grad: TensorBuffer,
+        mean: TensorBuffer,
+        rstd: TensorBuffer,
+    ) -> Result<[TensorBuffer; 3], String> {
+        backward::backward(client, input, weight, grad, mean, rstd, self.choice(true))
+    }
 }
 
 /// Every candidate, in a fixed order (CubeCL's cache checksum is over these names, so a change
-/// of the list invalidates old results). A candidate that cannot run a shape as asked (a
-/// register variant whose row does not fit) fails its benchmark before launching anything and
-/// is skipped.
+/// of the list invalidates old results): the four variants, each with the widest usable vector
+/// and with half of it. A candidate that cannot run a shape as asked (a register variant whose
+/// row does not fit, a half-width vector where the widest is 1, a `UnitPerRow` whose unit would
+/// loop past lavapipe's limit of 65535 loop iterations per invocation) fails its benchmark
+/// before launching anything and is skipped.
 ///
-/// Only the widest vector for now: the half-width candidates (`narrow: true`) gave a wrong
-/// forward output for `UnitPerRow` at d = 65536 on lavapipe (`automatic_choice_shapes` in
-/// `tests/layer_norm.rs` of the root crate caught it once the tuner picked that candidate).
-/// They stay out of the list until that is found and every narrow candidate is checked
-/// against the reference on its own.
-pub const CANDIDATES: [Candidate; 4] = {
+/// The tuner only times the candidates; it never compares their results. Every candidate is
+/// therefore checked against the f64 reference on its own, forward and backward, at long rows
+/// (d = 65536 among them) and short ones: `ruda-runtime/tests/candidates.rs` and
+/// `every_candidate` in the root crate's `tests/layer_norm.rs`. (A `UnitPerRow` with half-width
+/// vectors once ran at d = 65536 on lavapipe, had its loops cut by that limit, left most of
+/// its output unwritten and, doing less work, was chosen as the fastest.)
+pub const CANDIDATES: [Candidate; 8] = {
     const fn c(variant: Variant, narrow: bool) -> Candidate {
         Candidate { variant, narrow }
     }
@@ -172,6 +223,10 @@ pub const CANDIDATES: [Candidate; 4] = {
         c(Variant::CubePerRow, false),
         c(Variant::CubePerRowLooped, false),
         c(Variant::UnitPerRow, false),
+        c(Variant::PlanePerRow, true),
+        c(Variant::CubePerRow, true),
+        c(Variant::CubePerRowLooped, true),
+        c(Variant::UnitPerRow, true),
     ]
 };
 
@@ -404,11 +459,7 @@ fn run_forward<R: cubecl::Runtime>(
     inputs: ForwardInputs<R>,
 ) -> Result<Outputs, String> {
     let key = (!inputs.benchmark).then(|| forward_key(&inputs));
-    let choice = Choice::Candidate {
-        variant: candidate.variant,
-        narrow: candidate.narrow,
-        strict: inputs.benchmark,
-    };
+    let choice = candidate.choice(inputs.benchmark);
     let ForwardInputs {
         client,
         cache_id,
@@ -434,11 +485,7 @@ fn run_backward<R: cubecl::Runtime>(
     inputs: BackwardInputs<R>,
 ) -> Result<Outputs, String> {
     let key = (!inputs.benchmark).then(|| backward_key(&inputs));
-    let choice = Choice::Candidate {
-        variant: candidate.variant,
-        narrow: candidate.narrow,
-        strict: inputs.benchmark,
-    };
+    let choice = candidate.choice(inputs.benchmark);
     let BackwardInputs {
         client,
         cache_id,
