@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use ruda_suite::benchmarks::{Measurement, parse_torch_rows, read_csv};
 use ruda_suite::example_args::Args;
 
@@ -162,6 +163,7 @@ fn draw_bandwidth(rows: &[Measurement], title: &str, path: &Path) -> Result<(), 
             .y_desc("effective GB/s")
             .x_labels(6)
             .x_label_formatter(&|v| format!("{}", 2f64.powf(*v).round()))
+            .y_label_formatter(&|v| format!("{v:.0}"))
             .draw()
             .map_err(|e| e.to_string())?;
         for (i, (label, points)) in series.iter().enumerate() {
@@ -223,7 +225,10 @@ fn draw_steps(rows: &[Measurement], title: &str, path: &Path) -> Result<(), Stri
             })
             .collect();
         let case = in_group.first().map_or("", |r| r.case.as_str());
-        let top = bars.iter().map(|b| b.1).fold(0.1f64, f64::max);
+        // Log scale: a CPU backend's step can be hundreds of times a GPU's.
+        let top = bars.iter().map(|b| b.1).fold(0.1f64, f64::max) * 3.0;
+        let least = bars.iter().map(|b| b.1).fold(top, f64::min);
+        let bottom = 10f64.powf((least / 2.0).log10().floor());
         let mut chart = ChartBuilder::on(&area)
             .caption(
                 format!("{name} {case}{}", suffix(title)),
@@ -232,13 +237,23 @@ fn draw_steps(rows: &[Measurement], title: &str, path: &Path) -> Result<(), Stri
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(55)
-            .build_cartesian_2d((0..bars.len()).into_segmented(), 0f64..top * 1.2)
+            .build_cartesian_2d(
+                (0..bars.len().saturating_sub(1)).into_segmented(),
+                (bottom..top).log_scale(),
+            )
             .map_err(|e| e.to_string())?;
         let labels: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .y_desc("ms per step (median)")
+            .y_desc("ms per step (median, log scale)")
+            .y_label_formatter(&|v| {
+                if *v >= 1.0 {
+                    format!("{v:.0}")
+                } else {
+                    format!("{v}")
+                }
+            })
             .x_label_formatter(&|v| match v {
                 SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
                 _ => String::new(),
@@ -249,7 +264,7 @@ fn draw_steps(rows: &[Measurement], title: &str, path: &Path) -> Result<(), Stri
             let color = Palette99::pick(i).to_rgba();
             let mut bar = Rectangle::new(
                 [
-                    (SegmentValue::Exact(i), 0.0),
+                    (SegmentValue::Exact(i), bottom),
                     (SegmentValue::Exact(i + 1), *ms),
                 ],
                 color.filled(),
@@ -260,7 +275,10 @@ fn draw_steps(rows: &[Measurement], title: &str, path: &Path) -> Result<(), Stri
                 .draw_series([Text::new(
                     format!("{ms:.1}"),
                     (SegmentValue::CenterOf(i), *ms),
-                    ("sans-serif", 13),
+                    ("sans-serif", 13)
+                        .into_font()
+                        .into_text_style(&root)
+                        .pos(Pos::new(HPos::Center, VPos::Bottom)),
                 )])
                 .map_err(|e| e.to_string())?;
         }
@@ -293,41 +311,39 @@ fn markdown_tables(rows: &[Measurement]) -> String {
             })
             .map(|r| r.median_us)
     };
-    let ruda = names.iter().find(|b| is_ruda(b)).cloned();
+    let pairs: Vec<(&str, &str)> = COMPARISONS
+        .iter()
+        .filter(|(r, b)| names.iter().any(|n| n == r) && names.iter().any(|n| n == b))
+        .copied()
+        .collect();
     let _ = writeln!(
         md,
         "LayerNorm through Burn (`burn::nn::LayerNorm`, f32; fwd on the inner backend, fwdbwd = \
-         forward + `y.backward()` + `x.grad`), median µs per call; PyTorch: `torch_layernorm.py`.\n"
+         forward + `y.backward()` + `x.grad`), median µs per call; PyTorch: `torch_layernorm.py`; \
+         \"A / B\": B's time over A's (above 1: A is faster).\n"
     );
     let mut header = "| pass | shape |".to_string();
     let mut rule = "|---|---|".to_string();
     for b in &names {
-        let _ = write!(header, " {b} µs |");
+        let _ = write!(header, " {b} |");
         rule.push_str("---:|");
     }
-    if let Some(r) = &ruda {
-        for b in names.iter().filter(|b| *b != r) {
-            let _ = write!(header, " {r} vs {b} |");
-            rule.push_str("---:|");
-        }
+    for (r, b) in &pairs {
+        let _ = write!(header, " {r} / {b} |");
+        rule.push_str("---:|");
     }
     let _ = writeln!(md, "{header}\n{rule}");
     for (n, d, pass) in &cases {
         let case = format!("{n}x{d}/{pass}");
         let mut line = format!("| {pass} | {n}x{d} |");
-        let times: Vec<Option<f64>> = names
-            .iter()
-            .map(|b| find("layer_norm_burn", b, &case))
-            .collect();
-        for t in &times {
+        for b in &names {
+            let t = find("layer_norm_burn", b, &case);
             let _ = write!(line, " {} |", t.map_or("–".into(), |t| format!("{t:.1}")));
         }
-        if let Some(r) = &ruda {
+        for (r, b) in &pairs {
             let mine = find("layer_norm_burn", r, &case);
-            for b in names.iter().filter(|b| *b != r) {
-                let theirs = find("layer_norm_burn", b, &case);
-                let _ = write!(line, " {} |", speedup(mine, theirs));
-            }
+            let theirs = find("layer_norm_burn", b, &case);
+            let _ = write!(line, " {} |", speedup(mine, theirs));
         }
         let _ = writeln!(md, "{line}");
     }
@@ -337,17 +353,38 @@ fn markdown_tables(rows: &[Measurement]) -> String {
         .filter(|r| r.group == "layer_norm_kernel")
         .collect();
     if !kernels.is_empty() {
+        let kernel_backends = backends(kernels.iter().copied());
         let _ = writeln!(
             md,
-            "\nruda's LayerNorm kernels alone (through the runtime, no Burn), f32:\n\n\
-             | backend | case | µs | effective GB/s |\n|---|---|---:|---:|"
+            "\nruda's LayerNorm kernels alone (through the runtime, no Burn), f32, median µs \
+             (effective GB/s):\n"
         );
-        for r in kernels {
-            let _ = writeln!(
-                md,
-                "| {} | {} | {:.1} | {:.0} |",
-                r.backend, r.case, r.median_us, r.throughput
-            );
+        let mut header = "| pass | shape |".to_string();
+        let mut rule = "|---|---|".to_string();
+        for b in &kernel_backends {
+            let _ = write!(header, " {b} |");
+            rule.push_str("---:|");
+        }
+        let _ = writeln!(md, "{header}\n{rule}");
+        let mut kernel_cases: Vec<(usize, usize, String)> = kernels
+            .iter()
+            .filter_map(|r| layer_norm_case(&r.case).map(|(n, d, p)| (n, d, p.to_string())))
+            .collect();
+        kernel_cases.sort_by_key(|a| (a.2.clone(), a.0, a.1));
+        kernel_cases.dedup();
+        for (n, d, pass) in &kernel_cases {
+            let case = format!("{n}x{d}/{pass}");
+            let mut line = format!("| {pass} | {n}x{d} |");
+            for b in &kernel_backends {
+                let cell = kernels
+                    .iter()
+                    .find(|r| &r.backend == b && r.case == case)
+                    .map_or("–".into(), |r| {
+                        format!("{:.1} ({:.0})", r.median_us, r.throughput)
+                    });
+                let _ = write!(line, " {cell} |");
+            }
+            let _ = writeln!(md, "{line}");
         }
     }
 
@@ -355,18 +392,14 @@ fn markdown_tables(rows: &[Measurement]) -> String {
     if !steps.is_empty() {
         let _ = writeln!(
             md,
-            "\nTraining steps (Adam, random batch; median of synchronized steps):\n\n\
+            "\nTraining steps (Adam, random batch; median of synchronized steps); \"vs ruda\": this \
+             row's time over ruda's on the same kind of device:\n\n\
              | step | case | backend | ms/step | throughput | vs ruda |\n|---|---|---|---:|---:|---:|"
         );
         for r in &steps {
             let ruda_time = steps
                 .iter()
-                .find(|s| s.group == r.group && is_ruda(&s.backend) && s.device == r.device)
-                .or_else(|| {
-                    steps
-                        .iter()
-                        .find(|s| s.group == r.group && is_ruda(&s.backend))
-                })
+                .find(|s| s.group == r.group && is_ruda(&s.backend) && same_kind(s, r))
                 .map(|s| s.median_us);
             let _ = writeln!(
                 md,
@@ -382,6 +415,30 @@ fn markdown_tables(rows: &[Measurement]) -> String {
         }
     }
     md
+}
+
+/// The ratio columns of the LayerNorm table: ruda against the alternatives a user has on the
+/// same device (a CPU-only machine: lavapipe against NdArray).
+const COMPARISONS: [(&str, &str); 4] = [
+    ("ruda-cuda", "burn-cuda"),
+    ("ruda-cuda", "pytorch"),
+    ("ruda-wgpu", "burn-wgpu"),
+    ("ruda-wgpu", "burn-ndarray"),
+];
+
+/// Whether two rows ran on the same kind of device (CUDA, a wgpu GPU, the CPU): NdArray compares
+/// with ruda on lavapipe, not with ruda on a GPU.
+fn same_kind(a: &Measurement, b: &Measurement) -> bool {
+    let kind = |m: &Measurement| {
+        if m.device.starts_with("cuda") {
+            "cuda"
+        } else if m.device == "cpu" || m.device == "wgpu:Cpu" {
+            "cpu"
+        } else {
+            "gpu"
+        }
+    };
+    kind(a) == kind(b)
 }
 
 /// ruda's published backends (not `ruda-cuda-composed`, Burn's autodiff over Ruda).
