@@ -2,15 +2,12 @@
 //! `burn::nn::LayerNorm` under an autodiff backend (Burn's composed ops, or burn-ruda's native
 //! node), timed the same way.
 
-use burn::module::AutodiffModule;
-use burn::nn::{LayerNorm, LayerNormConfig};
-use burn::prelude::Backend;
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{Distribution, Tensor};
 use ruda_runtime::layer_norm::{Strategy, layer_norm_backward_with, layer_norm_forward_with};
 use ruda_runtime::prelude::DType;
 use ruda_runtime::{Runtime, TensorBuffer};
 
+use crate::benchmarks::Pass;
 use crate::timing::{TimingPlan, gb_per_s, median_us};
 
 /// The shapes (rows x d) of the kernel issue's table.
@@ -189,34 +186,23 @@ pub fn native<R: Runtime>(
 
 /// Times `burn::nn::LayerNorm` (f32) under the autodiff backend `B` on `device`: forward on the
 /// inner backend (no graph, like PyTorch's `no_grad`), and forward + `y.backward()` + reading
-/// `x.grad` under autodiff. Under `burn::backend::Autodiff<Cuda or Wgpu>` that is Burn's
-/// composed LayerNorm; under `burn_ruda::Autodiff<Ruda<..>>` the native kernels.
+/// `x.grad` under autodiff (the calls of [`crate::benchmarks::Workload::LayerNormBurn`]). Under
+/// `burn::backend::Autodiff<Cuda or Wgpu>` that is Burn's composed LayerNorm; under
+/// `burn_ruda::Autodiff<Ruda<..>>` the native kernels.
 pub fn burn_layer_norm<B: AutodiffBackend>(
     device: &B::Device,
     rows: usize,
     d: usize,
     plan: TimingPlan,
 ) -> Timing {
-    let layer: LayerNorm<B> = LayerNormConfig::new(d).with_epsilon(EPSILON).init(device);
-    let inner = layer.valid();
-    let x = Tensor::<B, 2>::random([rows, d], Distribution::Normal(0.0, 1.0), device);
-    let x_inner = x.clone().inner();
-    let sync = || B::sync(device).expect("device sync failed");
-    let inner_sync = || <B::InnerBackend as Backend>::sync(device).expect("device sync failed");
-
-    let fwd_us = median_us(plan, || drop(inner.forward(x_inner.clone())), inner_sync);
-    let fwdbwd_us = median_us(
-        plan,
-        || {
-            let xg = x.clone().detach().require_grad();
-            let y = layer.forward(xg.clone());
-            let grads = y.backward();
-            let dx = xg.grad(&grads).expect("x has a gradient");
-            drop(dx);
-        },
-        sync,
-    );
-    Timing { fwd_us, fwdbwd_us }
+    let time = |pass| {
+        let mut call = crate::benchmarks::layer_norm_call::<B>(device.clone(), rows, d, pass);
+        median_us(plan, &mut call, || {})
+    };
+    Timing {
+        fwd_us: time(Pass::Forward),
+        fwdbwd_us: time(Pass::ForwardBackward),
+    }
 }
 
 /// Wall-clock microseconds of the first forward call, then of the first backward call, of

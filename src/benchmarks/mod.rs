@@ -12,6 +12,7 @@ mod workloads;
 
 pub use contenders::{Contender, best_wgpu_device, cuda_available};
 pub use report::{CSV_HEADER, Measurement, parse_torch_rows, read_csv, write_csv};
+pub(crate) use workloads::layer_norm_call;
 pub use workloads::{Call, Pass, TransformerSize, Workload, prepare};
 
 use crate::timing::{TimingPlan, median_us};

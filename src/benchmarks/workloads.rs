@@ -264,7 +264,8 @@ fn autodiff_call<B: AutodiffBackend>(device: B::Device, workload: Workload) -> C
     }
 }
 
-fn layer_norm_call<B: AutodiffBackend>(
+/// `burn::nn::LayerNorm` on `[rows, d]` under `B`: the call of [`Workload::LayerNormBurn`].
+pub(crate) fn layer_norm_call<B: AutodiffBackend>(
     device: B::Device,
     rows: usize,
     d: usize,
