@@ -13,10 +13,10 @@ use ruda_runtime::prelude::DType;
 
 use super::Contender;
 use crate::char_lm::data::CharLmBatch;
-use crate::char_lm::model::CharLmConfig;
+use crate::char_lm::model::{CharLm, CharLmConfig};
 use crate::layer_norm_bench::{Case, EPSILON, Inputs};
 use crate::mnist::data::MnistBatch;
-use crate::mnist::model::{IMAGE_SIZE, MnistModelConfig, NUM_CLASSES};
+use crate::mnist::model::{IMAGE_SIZE, MnistModel, MnistModelConfig, NUM_CLASSES};
 
 /// Forward alone, or forward and backward.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -296,15 +296,12 @@ pub(crate) fn layer_norm_call<B: AutodiffBackend>(
 const STEP_LEARNING_RATE: f64 = 1e-4;
 
 fn transformer_step<B: AutodiffBackend>(device: B::Device, size: TransformerSize) -> Call {
-    let mut model = Some(
-        CharLmConfig::new(size.vocab, size.seq_len)
-            .with_d_model(size.d_model)
-            .with_n_heads(size.heads)
-            .with_n_layers(size.layers)
-            .with_d_ff(4 * size.d_model)
-            .init::<B>(&device),
-    );
-    let mut optimizer = AdamConfig::new().init();
+    let model = CharLmConfig::new(size.vocab, size.seq_len)
+        .with_d_model(size.d_model)
+        .with_n_heads(size.heads)
+        .with_n_layers(size.layers)
+        .with_d_ff(4 * size.d_model)
+        .init::<B>(&device);
     let tokens = || {
         Tensor::<B, 2, Int>::random(
             [size.batch, size.seq_len],
@@ -316,20 +313,13 @@ fn transformer_step<B: AutodiffBackend>(device: B::Device, size: TransformerSize
         inputs: tokens(),
         targets: tokens(),
     };
-    Box::new(move || {
-        let current = model
-            .take()
-            .expect("the model is put back after every step");
-        let loss = current.forward_loss(batch.clone()).loss;
-        let grads = GradientsParams::from_grads(loss.backward(), &current);
-        model = Some(optimizer.step(STEP_LEARNING_RATE, current, grads));
-        B::sync(&device).expect("device sync failed");
+    adam_step(device, model, move |m: &CharLm<B>| {
+        m.forward_loss(batch.clone()).loss
     })
 }
 
 fn mnist_step<B: AutodiffBackend>(device: B::Device, batch_size: usize) -> Call {
-    let mut model = Some(MnistModelConfig::new().init::<B>(&device));
-    let mut optimizer = AdamConfig::new().init();
+    let model = MnistModelConfig::new().init::<B>(&device);
     let batch = MnistBatch {
         images: Tensor::<B, 3>::random(
             [batch_size, IMAGE_SIZE, IMAGE_SIZE],
@@ -342,12 +332,24 @@ fn mnist_step<B: AutodiffBackend>(device: B::Device, batch_size: usize) -> Call 
             &device,
         ),
     };
+    adam_step(device, model, move |m: &MnistModel<B>| {
+        m.forward_classification(batch.clone()).loss
+    })
+}
+
+/// One Adam step of `model` on the loss `loss` computes, then a device sync.
+fn adam_step<B: AutodiffBackend, M: AutodiffModule<B> + 'static>(
+    device: B::Device,
+    model: M,
+    loss: impl Fn(&M) -> Tensor<B, 1> + 'static,
+) -> Call {
+    let mut model = Some(model);
+    let mut optimizer = AdamConfig::new().init::<B, M>();
     Box::new(move || {
         let current = model
             .take()
             .expect("the model is put back after every step");
-        let loss = current.forward_classification(batch.clone()).loss;
-        let grads = GradientsParams::from_grads(loss.backward(), &current);
+        let grads = GradientsParams::from_grads(loss(&current).backward(), &current);
         model = Some(optimizer.step(STEP_LEARNING_RATE, current, grads));
         B::sync(&device).expect("device sync failed");
     })
