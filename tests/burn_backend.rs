@@ -390,3 +390,51 @@ fn burn_autodiff_over_ruda_trains_like_ndarray_with_composed_layer_norm() {
     );
     assert_training_matches("burn::backend::Autodiff<Ruda>", result);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Moving tensors between two wgpu devices
+
+/// A second Burn device on the same lavapipe adapter: CubeCL gives each `WgpuDevice` id its own
+/// wgpu device and queue, so `Cpu` and `DefaultDevice` are two devices (on a machine with a GPU,
+/// `DefaultDevice` is that GPU: still a different device).
+fn rdev2() -> WgpuDevice {
+    WgpuDevice::DefaultDevice
+}
+
+#[test]
+fn tensors_move_between_two_wgpu_devices_with_their_values() {
+    let (x, _) = floats::<2>(31, [3, 5]);
+    let expected = f32s(x.to_data());
+    let moved = x.clone().to_device(&rdev2());
+    assert_eq!(moved.device(), rdev2());
+    // Computing on the destination reads the moved buffer there.
+    let doubled = moved.clone() * 2.0;
+    assert_eq!(
+        f32s(doubled.to_data()),
+        expected.iter().map(|v| v * 2.0).collect::<Vec<_>>()
+    );
+    assert_eq!(f32s(moved.clone().to_device(&rdev()).to_data()), expected);
+
+    let ints = Tensor::<R, 1, burn::tensor::Int>::arange(0..7, &rdev());
+    let ints_moved = ints.to_device(&rdev2()) + 1;
+    assert_eq!(
+        ints_moved
+            .to_data()
+            .convert::<i64>()
+            .to_vec::<i64>()
+            .unwrap(),
+        (1..8).collect::<Vec<i64>>()
+    );
+    let mask = moved.greater_elem(0.0);
+    let mask_back = mask.clone().to_device(&rdev());
+    assert_eq!(mask_back.device(), rdev());
+    assert_eq!(mask_back.to_data(), mask.to_data());
+
+    // Gradients flow back across the move: d/dx sum(2 * to_device(x)) = 2 on the source device.
+    let x = Tensor::<RudaAd, 2>::from_data(x.to_data(), &rdev()).require_grad();
+    let y = (x.clone().to_device(&rdev2()) * 2.0).sum();
+    let grads = y.backward();
+    let grad = x.grad(&grads).expect("x has a gradient");
+    assert_eq!(grad.device(), rdev());
+    assert_eq!(f32s(grad.to_data()), vec![2.0; 15]);
+}

@@ -100,28 +100,46 @@ with_backend_signatures!(delegate_backend! {
     }
 });
 
-// `AutodiffBackend`, delegated the same way.
-delegate_backend! {
-    {
-        impl [B, C] Autodiff<B, C> => AdInner<B, C>;
-        where [B: LayerNormBackend, C: CheckpointStrategy];
-        own AutodiffOwnOps
-    }
-    backend AutodiffBackend [type InnerBackend = B; type Gradients = Gradients;] {
-        fn backward(tensor: FloatTensor<Self>) -> Gradients;
-        fn grad(tensor: &FloatTensor<Self>, grads: &Gradients) -> Option<FloatTensor<B>>;
-        fn grad_remove(tensor: &FloatTensor<Self>, grads: &mut Gradients) -> Option<FloatTensor<B>>;
-        fn grad_replace(tensor: &FloatTensor<Self>, grads: &mut Gradients, grad: FloatTensor<B>);
-        fn inner(tensor: FloatTensor<Self>) -> FloatTensor<B>;
-        fn int_inner(tensor: IntTensor<Self>) -> IntTensor<B>;
-        fn bool_inner(tensor: BoolTensor<Self>) -> BoolTensor<B>;
-        fn q_inner(tensor: QuantizedTensor<Self>) -> QuantizedTensor<B>;
-        fn from_inner(tensor: FloatTensor<B>) -> FloatTensor<Self>;
-        fn int_from_inner(tensor: IntTensor<B>) -> IntTensor<Self>;
-        fn bool_from_inner(tensor: BoolTensor<B>) -> BoolTensor<Self>;
-        fn q_from_inner(tensor: QuantizedTensor<B>) -> QuantizedTensor<Self>;
-    }
+// `AutodiffBackend`, delegated the same way. With feature `distributed`, Burn's trait has three
+// more methods (marking parameters for DDP's gradient all-reduce), and Burn's autodiff only
+// implements it over a `DistributedBackend`.
+macro_rules! delegate_autodiff_backend {
+    ([$($bounds:tt)*] $($distributed:tt)*) => {
+        delegate_backend! {
+            {
+                impl [B, C] Autodiff<B, C> => AdInner<B, C>;
+                where [$($bounds)*];
+                own AutodiffOwnOps
+            }
+            backend AutodiffBackend [type InnerBackend = B; type Gradients = Gradients;] {
+                fn backward(tensor: FloatTensor<Self>) -> Gradients;
+                fn grad(tensor: &FloatTensor<Self>, grads: &Gradients) -> Option<FloatTensor<B>>;
+                fn grad_remove(tensor: &FloatTensor<Self>, grads: &mut Gradients) -> Option<FloatTensor<B>>;
+                fn grad_replace(tensor: &FloatTensor<Self>, grads: &mut Gradients, grad: FloatTensor<B>);
+                fn inner(tensor: FloatTensor<Self>) -> FloatTensor<B>;
+                fn int_inner(tensor: IntTensor<Self>) -> IntTensor<B>;
+                fn bool_inner(tensor: BoolTensor<Self>) -> BoolTensor<B>;
+                fn q_inner(tensor: QuantizedTensor<Self>) -> QuantizedTensor<B>;
+                fn from_inner(tensor: FloatTensor<B>) -> FloatTensor<Self>;
+                fn int_from_inner(tensor: IntTensor<B>) -> IntTensor<Self>;
+                fn bool_from_inner(tensor: BoolTensor<B>) -> BoolTensor<Self>;
+                fn q_from_inner(tensor: QuantizedTensor<B>) -> QuantizedTensor<Self>;
+                $($distributed)*
+            }
+        }
+    };
 }
+
+#[cfg(not(feature = "distributed"))]
+delegate_autodiff_backend!([B: LayerNormBackend, C: CheckpointStrategy]);
+
+#[cfg(feature = "distributed")]
+delegate_autodiff_backend!(
+    [B: LayerNormBackend + burn_backend::distributed::DistributedBackend, C: CheckpointStrategy]
+    fn set_distributed_params(tensor: FloatTensor<Self>, param_id: burn_backend::distributed::DistributedParamId) -> FloatTensor<Self>;
+    fn distributed_params(tensor: &FloatTensor<Self>) -> Option<burn_backend::distributed::DistributedParams>;
+    fn is_distributed(tensor: &FloatTensor<Self>) -> bool;
+);
 
 /// The methods of the signature list the decorator implements itself (`#[own]` in the list).
 trait AutodiffOwnOps: Backend {
@@ -131,6 +149,10 @@ trait AutodiffOwnOps: Backend {
         beta: Option<FloatTensor<Self>>,
         epsilon: f64,
     ) -> FloatTensor<Self>;
+    fn float_to_device(tensor: FloatTensor<Self>, device: &Device<Self>) -> FloatTensor<Self>;
+    fn int_to_device(tensor: IntTensor<Self>, device: &Device<Self>) -> IntTensor<Self>;
+    fn bool_to_device(tensor: BoolTensor<Self>, device: &Device<Self>) -> BoolTensor<Self>;
+    fn q_to_device(tensor: QuantizedTensor<Self>, device: &Device<Self>) -> QuantizedTensor<Self>;
 }
 
 /// The backward of the native LayerNorm node. Its parents are `[x, gamma]` or
@@ -288,5 +310,23 @@ impl<B: LayerNormBackend, C: CheckpointStrategy> AutodiffOwnOps for Autodiff<B, 
             Some(beta) => record_native_layer_norm::<B, C, 3>([tensor, gamma, beta], epsilon),
             None => record_native_layer_norm::<B, C, 2>([tensor, gamma], epsilon),
         }
+    }
+
+    // Burn's autodiff moves the primitive with the inner backend's method (a `Ruda`: through
+    // the host where the runtime needs it) and records the move for the backward.
+    fn float_to_device(tensor: FloatTensor<Self>, device: &Device<Self>) -> FloatTensor<Self> {
+        AdInner::<B, C>::float_to_device(tensor, device)
+    }
+
+    fn int_to_device(tensor: IntTensor<Self>, device: &Device<Self>) -> IntTensor<Self> {
+        AdInner::<B, C>::int_to_device(tensor, device)
+    }
+
+    fn bool_to_device(tensor: BoolTensor<Self>, device: &Device<Self>) -> BoolTensor<Self> {
+        AdInner::<B, C>::bool_to_device(tensor, device)
+    }
+
+    fn q_to_device(tensor: QuantizedTensor<Self>, device: &Device<Self>) -> QuantizedTensor<Self> {
+        AdInner::<B, C>::q_to_device(tensor, device)
     }
 }

@@ -3,11 +3,16 @@
 use core::fmt;
 use core::marker::PhantomData;
 
-use burn_backend::{Backend, BackendTypes, ops::ModuleOps, tensor::FloatTensor};
+use burn_backend::{
+    Backend, BackendTypes,
+    ops::{BoolTensorOps, FloatTensorOps, IntTensorOps, ModuleOps, QTensorOps},
+    tensor::{BoolTensor, Device, FloatTensor, IntTensor, QuantizedTensor},
+};
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
 use crate::layer_norm::{self, LayerNormBackend};
 use crate::signatures::*;
+use crate::transfer;
 
 /// The backend `Ruda` delegates every operation to: Burn's fusion engine over burn-cubecl's
 /// kernels (feature `fusion`, on by default), or burn-cubecl's kernels directly.
@@ -124,6 +129,16 @@ trait RudaOwnOps: Backend {
         beta: Option<FloatTensor<Self>>,
         epsilon: f64,
     ) -> FloatTensor<Self>;
+    fn float_to_device(tensor: FloatTensor<Self>, device: &Device<Self>) -> FloatTensor<Self>;
+    fn int_to_device(tensor: IntTensor<Self>, device: &Device<Self>) -> IntTensor<Self>;
+    fn bool_to_device(tensor: BoolTensor<Self>, device: &Device<Self>) -> BoolTensor<Self>;
+    fn q_to_device(tensor: QuantizedTensor<Self>, device: &Device<Self>) -> QuantizedTensor<Self>;
+}
+
+/// Whether a move from `from` to `to` on runtime `R` must go through the host: the devices
+/// differ and the runtime has no device-to-device transport (see [`crate::transfer`]).
+fn through_host<R: CubeRuntime, D: PartialEq>(from: &D, to: &D) -> bool {
+    from != to && !transfer::runtime_transfers_between_devices::<R>()
 }
 
 impl<R, F, I, BT> RudaOwnOps for Ruda<R, F, I, BT>
@@ -148,6 +163,38 @@ where
             <Inner<R, F, I, BT> as ModuleOps<Inner<R, F, I, BT>>>::layer_norm(
                 tensor, gamma, beta, epsilon,
             )
+        }
+    }
+
+    fn float_to_device(tensor: FloatTensor<Self>, device: &Device<Self>) -> FloatTensor<Self> {
+        if through_host::<R, _>(&Inner::<R, F, I, BT>::float_device(&tensor), device) {
+            transfer::float_through_host::<Inner<R, F, I, BT>>(tensor, device)
+        } else {
+            Inner::<R, F, I, BT>::float_to_device(tensor, device)
+        }
+    }
+
+    fn int_to_device(tensor: IntTensor<Self>, device: &Device<Self>) -> IntTensor<Self> {
+        if through_host::<R, _>(&Inner::<R, F, I, BT>::int_device(&tensor), device) {
+            transfer::int_through_host::<Inner<R, F, I, BT>>(tensor, device)
+        } else {
+            Inner::<R, F, I, BT>::int_to_device(tensor, device)
+        }
+    }
+
+    fn bool_to_device(tensor: BoolTensor<Self>, device: &Device<Self>) -> BoolTensor<Self> {
+        if through_host::<R, _>(&Inner::<R, F, I, BT>::bool_device(&tensor), device) {
+            transfer::bool_through_host::<Inner<R, F, I, BT>>(tensor, device)
+        } else {
+            Inner::<R, F, I, BT>::bool_to_device(tensor, device)
+        }
+    }
+
+    fn q_to_device(tensor: QuantizedTensor<Self>, device: &Device<Self>) -> QuantizedTensor<Self> {
+        if through_host::<R, _>(&Inner::<R, F, I, BT>::q_device(&tensor), device) {
+            transfer::quantized_through_host::<Inner<R, F, I, BT>>(tensor, device)
+        } else {
+            Inner::<R, F, I, BT>::q_to_device(tensor, device)
         }
     }
 }

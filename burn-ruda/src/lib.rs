@@ -37,6 +37,14 @@
 //!   LayerNorm kernels are custom operations of the fusion stream. Without it, `Ruda`
 //!   delegates to `CubeBackend<R>` and launches them directly.
 //! - `wgpu`, `cuda` (default): the runtimes [`RudaWgpu`] and [`RudaCuda`].
+//! - `distributed`: Burn's collective operations (`DistributedBackend`) on [`Ruda`] and
+//!   [`Autodiff`], for burn-train's DDP strategy (all-reduce through NCCL on CUDA). Off by
+//!   default, as in Burn. burn-train's multi-device strategy needs no feature.
+//!
+//! # Several devices
+//! Tensors move between devices with Burn's `to_device`. Where the runtime has no
+//! device-to-device transport (every wgpu backend), [`Ruda`] copies through the host instead of
+//! Burn 0.21's transfer, which leaves the destination unwritten there ([`transfer`]).
 //!
 //! # Not done yet
 //! - Only `layer_norm` is native; every other op (including the other normalizations) is
@@ -51,8 +59,11 @@ pub mod signatures;
 
 pub mod autodiff;
 pub mod backend;
+#[cfg(feature = "distributed")]
+pub mod distributed;
 pub mod layer_norm;
 pub mod rebind;
+pub mod transfer;
 
 pub use autodiff::Autodiff;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]

@@ -11,7 +11,7 @@
 //!
 //! Notation inside the list:
 //! - `#[own] fn ...` — the wrapper implements this method itself, through the "own" trait
-//!   named by the caller (today only `ModuleOps::layer_norm`);
+//!   named by the caller (`ModuleOps::layer_norm` and the four `*_to_device`);
 //! - `#[rebind] arg: T<Self>` / `-> T<Self> => rebind` — a struct generic over the backend
 //!   (`TensorPrimitive<B>`, `MaxPool2dWithIndices<B>`, ...) whose fields are primitives: it is
 //!   rebuilt field by field for the other backend (see [`crate::rebind`]);
@@ -65,7 +65,7 @@ macro_rules! with_backend_signatures {
             fn float_full(shape: Shape, fill_value: Scalar, device: &Device<Self>, dtype: FloatDType) -> FloatTensor<Self>;
             fn float_into_data(tensor: FloatTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send;
             fn float_device(tensor: &FloatTensor<Self>) -> Device<Self>;
-            fn float_to_device(tensor: FloatTensor<Self>, device: &Device<Self>) -> FloatTensor<Self>;
+            #[own] fn float_to_device(tensor: FloatTensor<Self>, device: &Device<Self>) -> FloatTensor<Self>;
             fn float_into_int(tensor: FloatTensor<Self>, out_dtype: IntDType) -> IntTensor<Self>;
             fn float_empty(shape: Shape, device: &Device<Self>, dtype: FloatDType) -> FloatTensor<Self>;
             fn float_repeat_dim(tensor: FloatTensor<Self>, dim: usize, times: usize) -> FloatTensor<Self>;
@@ -188,7 +188,7 @@ macro_rules! with_backend_signatures {
             fn int_into_data(tensor: IntTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send;
             fn int_from_data(data: TensorData, device: &Device<Self>) -> IntTensor<Self>;
             fn int_device(tensor: &IntTensor<Self>) -> Device<Self>;
-            fn int_to_device(tensor: IntTensor<Self>, device: &Device<Self>) -> IntTensor<Self>;
+            #[own] fn int_to_device(tensor: IntTensor<Self>, device: &Device<Self>) -> IntTensor<Self>;
             fn int_reshape(tensor: IntTensor<Self>, shape: Shape) -> IntTensor<Self>;
             fn int_slice(tensor: IntTensor<Self>, slices: &[Slice]) -> IntTensor<Self>;
             fn int_slice_assign(tensor: IntTensor<Self>, slices: &[Slice], value: IntTensor<Self>) -> IntTensor<Self>;
@@ -298,7 +298,7 @@ macro_rules! with_backend_signatures {
             fn bool_into_int(tensor: BoolTensor<Self>, out_dtype: IntDType) -> IntTensor<Self>;
             fn bool_into_float(tensor: BoolTensor<Self>, out_dtype: FloatDType) -> FloatTensor<Self>;
             fn bool_device(tensor: &BoolTensor<Self>) -> Device<Self>;
-            fn bool_to_device(tensor: BoolTensor<Self>, device: &Device<Self>) -> BoolTensor<Self>;
+            #[own] fn bool_to_device(tensor: BoolTensor<Self>, device: &Device<Self>) -> BoolTensor<Self>;
             fn bool_reshape(tensor: BoolTensor<Self>, shape: Shape) -> BoolTensor<Self>;
             fn bool_slice(tensor: BoolTensor<Self>, slices: &[Slice]) -> BoolTensor<Self>;
             fn bool_slice_assign(tensor: BoolTensor<Self>, slices: &[Slice], value: BoolTensor<Self>) -> BoolTensor<Self>;
@@ -410,7 +410,7 @@ macro_rules! with_backend_signatures {
             fn quantize_dynamic(tensor: FloatTensor<Self>, scheme: &QuantScheme) -> QuantizedTensor<Self>;
             fn dequantize(tensor: QuantizedTensor<Self>, dtype: FloatDType) -> FloatTensor<Self>;
             fn q_device(tensor: &QuantizedTensor<Self>) -> Device<Self>;
-            fn q_to_device(tensor: QuantizedTensor<Self>, device: &Device<Self>) -> QuantizedTensor<Self>;
+            #[own] fn q_to_device(tensor: QuantizedTensor<Self>, device: &Device<Self>) -> QuantizedTensor<Self>;
             fn q_reshape(tensor: QuantizedTensor<Self>, shape: Shape) -> QuantizedTensor<Self>;
             fn q_into_data(tensor: QuantizedTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send;
             fn q_detach(tensor: QuantizedTensor<Self>) -> QuantizedTensor<Self>;
