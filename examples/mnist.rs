@@ -6,6 +6,7 @@
 //! cargo run --release --example mnist -- --epochs 1
 //! cargo run --release --example mnist -- --data ~/mnist --epochs 3 --device cuda
 //! cargo run --release --example mnist -- --backend burn-wgpu --device cpu
+//! cargo run --release --example mnist -- --devices cuda:0,cuda:1 --batch-size 64
 //! ```
 //!
 //! Without `--data` it trains on the 10,000 real digits shipped in `data/mnist/` (8,000 for
@@ -18,12 +19,14 @@ use std::time::Instant;
 use burn::data::dataset::Dataset;
 use burn::tensor::backend::AutodiffBackend;
 use ruda_suite::example_args::{
-    Args, BackendChoice, BackendJob, backend_type_name, choose_device, run_on, shipped_data_dir,
+    Args, BackendChoice, BackendJob, backend_type_name, choose_devices, device_list, run_on,
+    shipped_data_dir,
 };
 use ruda_suite::mnist::data::MnistDataset;
 use ruda_suite::mnist::idx::{MnistSplit, load_split};
 use ruda_suite::mnist::model::IMAGE_SIZE;
 use ruda_suite::mnist::train::{MnistTraining, evaluate, load_model, save_model, train};
+use ruda_suite::multi_device::BatchSplit;
 use ruda_suite::training_log::format_metric;
 
 const USAGE: &str = "\
@@ -38,8 +41,11 @@ Usage: cargo run --release --example mnist -- [flags]
                      auto: ruda's best device (RUDA_DEVICE, else CUDA, else a wgpu GPU, else
                      the wgpu CPU adapter); cpu: the wgpu CPU adapter (Mesa's lavapipe); any
                      RUDA_DEVICE form works too (cuda:1, wgpu:discrete:0). Default: auto
+  --devices N|LIST   data-parallel training with burn-train's multi-device strategy: N devices
+                     of --device's kind starting at it (--device cuda --devices 2), or a list
+                     (cuda:0,cuda:1). The batch size is the global batch, split evenly
   --epochs N         passes over the training set (default 1)
-  --batch-size N     digits per step (default 32)
+  --batch-size N     digits per step, over all devices (default 32)
   --lr X             Adam's initial learning rate, decayed linearly to a tenth (default 0.002)
   --data DIR         standard MNIST IDX files (train-images-idx3-ubyte[.gz], ...), e.g. the full
                      60,000/10,000 set; default: the 8,000/2,000 digits in data/mnist/
@@ -64,6 +70,7 @@ fn main_inner() -> Result<(), Box<dyn Error>> {
     }
     let backend = args.get_or("backend", BackendChoice::Ruda)?;
     let device = args.get::<String>("device")?;
+    let devices = args.get::<String>("devices")?;
     let defaults = MnistTraining::default();
     let config = MnistTraining {
         epochs: args.get_or("epochs", defaults.epochs)?,
@@ -81,7 +88,8 @@ fn main_inner() -> Result<(), Box<dyn Error>> {
         return Err("--epochs and --batch-size must be at least 1".into());
     }
 
-    let device = choose_device(backend, device.as_deref())?;
+    let devices = choose_devices(backend, device.as_deref(), devices.as_deref())?;
+    BatchSplit::new(config.batch_size, devices.len())?;
     let train_set = MnistDataset::new(load_split(&data_dir, MnistSplit::Train)?);
     let train_set = train_set.take(train_limit.unwrap_or(usize::MAX));
     let test_set = MnistDataset::new(load_split(&data_dir, MnistSplit::Test)?);
@@ -102,15 +110,16 @@ fn main_inner() -> Result<(), Box<dyn Error>> {
         test_set.len()
     );
     println!(
-        "backend {} on {device}; {} epoch(s), batch size {}, learning rate {}",
-        backend_type_name(backend, &device),
+        "backend {} on {}; {} epoch(s), batch size {}, learning rate {}",
+        backend_type_name(backend, &devices[0]),
+        device_list(&devices),
         config.epochs,
         config.batch_size,
         config.learning_rate
     );
     run_on(
         backend,
-        &device,
+        &devices,
         Job {
             train_set,
             test_set,
@@ -128,14 +137,16 @@ struct Job {
 impl BackendJob for Job {
     type Output = Result<(), Box<dyn Error>>;
 
-    fn run<B: AutodiffBackend>(self, device: B::Device) -> Self::Output {
+    fn run<B: AutodiffBackend>(self, devices: Vec<B::Device>) -> Self::Output {
         let Job {
             train_set,
             test_set,
             config,
         } = self;
         let start = Instant::now();
-        let trained = train::<B>(&device, train_set, test_set.clone(), &config);
+        let trained = train::<B>(&devices, train_set, test_set.clone(), &config);
+        // The trained model lives on the first device.
+        let device = devices[0].clone();
         let train_seconds = start.elapsed().as_secs_f64();
 
         let path = save_model(&trained.model, &config.artifact_dir)?;

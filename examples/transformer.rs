@@ -6,6 +6,7 @@
 //! cargo run --release --example transformer
 //! cargo run --release --example transformer -- --text my.txt.gz --epochs 10 --device cuda
 //! cargo run --release --example transformer -- --backend burn-wgpu --device cpu
+//! cargo run --release --example transformer -- --device cuda --devices 2 --batch-size 64
 //! ```
 //!
 //! Without `--text` it trains on the Shakespeare plays shipped in
@@ -21,8 +22,10 @@ use ruda_suite::char_lm::generate::generate;
 use ruda_suite::char_lm::text::{read_text, shipped_shakespeare};
 use ruda_suite::char_lm::train::{CharLmTraining, PreparedText, train};
 use ruda_suite::example_args::{
-    Args, BackendChoice, BackendJob, ModelRecorder, backend_type_name, choose_device, run_on,
+    Args, BackendChoice, BackendJob, ModelRecorder, backend_type_name, choose_devices, device_list,
+    run_on,
 };
+use ruda_suite::multi_device::BatchSplit;
 
 const USAGE: &str = "\
 Trains a character-level transformer language model with burn-train's Learner on a ruda device.
@@ -36,11 +39,14 @@ Usage: cargo run --release --example transformer -- [flags]
                      auto: ruda's best device (RUDA_DEVICE, else CUDA, else a wgpu GPU, else
                      the wgpu CPU adapter); cpu: the wgpu CPU adapter (Mesa's lavapipe); any
                      RUDA_DEVICE form works too. Default: auto
+  --devices N|LIST   data-parallel training with burn-train's multi-device strategy: N devices
+                     of --device's kind starting at it (--device cuda --devices 2), or a list
+                     (cuda:0,cuda:1). The batch size is the global batch, split evenly
   --text FILE        UTF-8 text, gzipped or plain (default: data/shakespeare/plays.txt.gz)
   --epochs N         epochs (default 3)
   --items N          training windows per epoch, drawn without replacement; 0: all (default 1600)
   --valid-items N    validation windows; 0: all of the last 10% of the text (default 512)
-  --batch-size N     windows per step (default 32)
+  --batch-size N     windows per step, over all devices (default 32)
   --seq-len N        context length in characters (default 64)
   --d-model N        model width (default 64)
   --heads N          attention heads (default 4)
@@ -52,6 +58,8 @@ Usage: cargo run --release --example transformer -- [flags]
   --prompt TEXT      start of the generated sample (default: a newline)
   --temperature X    sampling temperature; 0: most likely character (default 0.8)
   --artifact-dir DIR learner logs and the saved model (default: <temp>/burn-ruda-examples/transformer)
+  --loss-csv FILE    write every training step's loss (step,loss) to FILE, to compare loss
+                     curves (one device against several at the same global batch)
   --seed N           initialization, dropout and sampling seed (default 42)
   --workers N        threads preparing batches (default 2)
 ";
@@ -77,6 +85,7 @@ fn main_inner() -> Result<(), Box<dyn Error>> {
     }
     let backend = args.get_or("backend", BackendChoice::Ruda)?;
     let device = args.get::<String>("device")?;
+    let devices = args.get::<String>("devices")?;
     let text_path = args.get_or::<PathBuf>("text", shipped_shakespeare())?;
     let d = CharLmTraining::default();
     let d_model = args.get_or("d-model", d.d_model)?;
@@ -98,6 +107,7 @@ fn main_inner() -> Result<(), Box<dyn Error>> {
         artifact_dir: args.get_or("artifact-dir", d.artifact_dir.clone())?,
         ..d
     };
+    let loss_csv = args.get::<PathBuf>("loss-csv")?;
     let sampling = Sampling {
         length: args.get_or("sample", 300)?,
         prompt: args.get_or("prompt", "\n".to_string())?,
@@ -115,7 +125,8 @@ fn main_inner() -> Result<(), Box<dyn Error>> {
         .into());
     }
 
-    let device = choose_device(backend, device.as_deref())?;
+    let devices = choose_devices(backend, device.as_deref(), devices.as_deref())?;
+    BatchSplit::new(config.batch_size, devices.len())?;
     let text = read_text(&text_path)?;
     let prepared = PreparedText::new(&text, config.valid_fraction);
     println!(
@@ -132,8 +143,9 @@ context)",
         prepared.unigram_entropy
     );
     println!(
-        "backend {} on {device}; model: {} layers, d_model {}, {} heads, d_ff {}, context {}",
-        backend_type_name(backend, &device),
+        "backend {} on {}; model: {} layers, d_model {}, {} heads, d_ff {}, context {}",
+        backend_type_name(backend, &devices[0]),
+        device_list(&devices),
         config.n_layers,
         config.d_model,
         config.n_heads,
@@ -142,11 +154,12 @@ context)",
     );
     run_on(
         backend,
-        &device,
+        &devices,
         Job {
             prepared,
             config,
             sampling,
+            loss_csv,
         },
     )
 }
@@ -155,19 +168,23 @@ struct Job {
     prepared: PreparedText,
     config: CharLmTraining,
     sampling: Sampling,
+    loss_csv: Option<PathBuf>,
 }
 
 impl BackendJob for Job {
     type Output = Result<(), Box<dyn Error>>;
 
-    fn run<B: AutodiffBackend>(self, device: B::Device) -> Self::Output {
+    fn run<B: AutodiffBackend>(self, devices: Vec<B::Device>) -> Self::Output {
         let Job {
             prepared,
             config,
             sampling,
+            loss_csv,
         } = self;
         let start = Instant::now();
-        let trained = train::<B>(&device, &prepared, &config)?;
+        let trained = train::<B>(&devices, &prepared, &config)?;
+        // The trained model lives on the first device.
+        let device = devices[0].clone();
         let seconds = start.elapsed().as_secs_f64();
 
         let h = prepared.unigram_entropy;
@@ -201,9 +218,13 @@ valid acc  ms/step"
             seconds
         );
         if let Some(step) = trained.log.last().and_then(|e| e.step_seconds) {
+            let tokens = (config.batch_size * config.seq_len) as f64;
             println!(
-                "time per training step (last epoch, after its first tenth): {:.2} ms",
-                step * 1e3
+                "time per training step (last epoch, after its first tenth): {:.2} ms; {:.0} \
+tokens/s on {} device(s)",
+                step * 1e3,
+                tokens / step,
+                devices.len()
             );
         }
         if let Some(last) = trained.log.last()
@@ -217,6 +238,16 @@ valid acc  ms/step"
                     "not below yet; train longer (--epochs, --items)"
                 }
             );
+        }
+
+        if let Some(path) = &loss_csv {
+            let mut csv = String::from("step,loss\n");
+            for (step, loss) in trained.log.step_losses.iter().enumerate() {
+                csv.push_str(&format!("{},{loss}\n", step + 1));
+            }
+            std::fs::write(path, csv)
+                .map_err(|e| format!("cannot write --loss-csv {}: {e}", path.display()))?;
+            println!("step losses written to {}", path.display());
         }
 
         let path = config.artifact_dir.join("model");

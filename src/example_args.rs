@@ -196,39 +196,153 @@ pub fn choose_device(backend: BackendChoice, device: Option<&str>) -> Result<Rud
     }
 }
 
+/// Finds the training devices for `--device` and `--devices` and checks that `backend` can
+/// drive them.
+///
+/// Without `--devices`: the one device of [`choose_device`]. `--devices N` (a count): N devices
+/// of the kind `--device` chooses, starting at it (`--device cuda --devices 2`: `cuda:0`,
+/// `cuda:1`). `--devices LIST` (comma-separated `RUDA_DEVICE` forms, `cuda:0,cuda:1`): those
+/// devices; `--device` must then be absent. All devices must be of one runtime.
+pub fn choose_devices(
+    backend: BackendChoice,
+    device: Option<&str>,
+    devices: Option<&str>,
+) -> Result<Vec<RudaDevice>, ArgError> {
+    let Some(devices) = devices.map(str::trim) else {
+        return Ok(vec![choose_device(backend, device)?]);
+    };
+    let chosen = if let Ok(count) = devices.parse::<usize>() {
+        if count == 0 {
+            return Err(ArgError("--devices: at least one device".into()));
+        }
+        let first = choose_device(backend, device)?;
+        let mut chosen = vec![first.clone()];
+        for offset in 1..count {
+            let next = next_of_kind(&first, offset).ok_or_else(|| {
+                ArgError(format!(
+                    "--devices {count}: {first} has no further devices of its kind"
+                ))
+            })?;
+            let found = choose_device(backend, Some(&next)).map_err(|e| {
+                ArgError(format!(
+                    "--devices {count}: device {} of {count}: {e}",
+                    offset + 1
+                ))
+            })?;
+            chosen.push(found);
+        }
+        chosen
+    } else {
+        if device.is_some() {
+            return Err(ArgError(
+                "give either --device or a list of --devices, not both".into(),
+            ));
+        }
+        devices
+            .split(',')
+            .map(|spec| choose_device(backend, Some(spec.trim())))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ArgError(format!("--devices {devices}: {e}")))?
+    };
+    for (i, device) in chosen.iter().enumerate() {
+        if chosen[..i].contains(device) {
+            return Err(ArgError(format!("--devices: {device} is given twice")));
+        }
+        if device.runtime() != chosen[0].runtime() {
+            return Err(ArgError(format!(
+                "--devices: {} and {device} are of different runtimes; one training runs on one \
+                 runtime",
+                chosen[0]
+            )));
+        }
+    }
+    Ok(chosen)
+}
+
+/// The `RUDA_DEVICE` form of the device `offset` places after `device` among devices of its
+/// kind (`cuda:1` after `cuda:0`), if that kind is numbered.
+fn next_of_kind(device: &RudaDevice, offset: usize) -> Option<String> {
+    match device {
+        #[cfg(feature = "cuda")]
+        RudaDevice::Cuda(index) => Some(format!("cuda:{}", index + offset)),
+        RudaDevice::Wgpu(wgpu) => {
+            use burn::backend::wgpu::WgpuDevice;
+            match wgpu {
+                WgpuDevice::DiscreteGpu(i) => Some(format!("wgpu:discrete:{}", i + offset)),
+                WgpuDevice::IntegratedGpu(i) => Some(format!("wgpu:integrated:{}", i + offset)),
+                WgpuDevice::VirtualGpu(i) => Some(format!("wgpu:virtual:{}", i + offset)),
+                _ => None,
+            }
+        }
+    }
+}
+
 /// Work generic over the training backend: the examples implement it once and [`run_on`] calls
 /// it with the Burn backend type that `--backend` and `--device` chose.
 pub trait BackendJob {
     /// What the job returns.
     type Output;
 
-    /// Runs the job on backend `B` and `device`.
-    fn run<B: burn::tensor::backend::AutodiffBackend>(self, device: B::Device) -> Self::Output;
+    /// Runs the job on backend `B` and `devices` (one, or several for data-parallel training;
+    /// never empty).
+    fn run<B: burn::tensor::backend::AutodiffBackend>(
+        self,
+        devices: Vec<B::Device>,
+    ) -> Self::Output;
 }
 
-/// Runs `job` on the Burn backend of `backend` for `device` (see the [module docs](self)).
-pub fn run_on<J: BackendJob>(backend: BackendChoice, device: &RudaDevice, job: J) -> J::Output {
+/// Runs `job` on the Burn backend of `backend` for `devices` (see the [module docs](self)),
+/// all of one runtime, as [`choose_devices`] returns them.
+pub fn run_on<J: BackendJob>(backend: BackendChoice, devices: &[RudaDevice], job: J) -> J::Output {
     use burn_ruda::{Autodiff, Ruda};
-    match (backend, device) {
+    let first = devices.first().expect("run_on: no device");
+    #[cfg(feature = "cuda")]
+    let cuda = || {
+        devices
+            .iter()
+            .map(|device| match device {
+                RudaDevice::Cuda(index) => burn::backend::cuda::CudaDevice::new(*index),
+                other => panic!("run_on: {other} among CUDA devices"),
+            })
+            .collect::<Vec<_>>()
+    };
+    let wgpu = || {
+        devices
+            .iter()
+            .map(|device| match device {
+                RudaDevice::Wgpu(device) => device.clone(),
+                #[allow(unreachable_patterns)]
+                other => panic!("run_on: {other} among wgpu devices"),
+            })
+            .collect::<Vec<_>>()
+    };
+    match (backend, first) {
         #[cfg(feature = "cuda")]
-        (BackendChoice::Ruda, RudaDevice::Cuda(index)) => job
-            .run::<Autodiff<Ruda<burn_ruda::RudaCuda>>>(burn::backend::cuda::CudaDevice::new(
-                *index,
-            )),
-        (BackendChoice::Ruda, RudaDevice::Wgpu(d)) => {
-            job.run::<Autodiff<Ruda<burn_ruda::RudaWgpu>>>(d.clone())
+        (BackendChoice::Ruda, RudaDevice::Cuda(_)) => {
+            job.run::<Autodiff<Ruda<burn_ruda::RudaCuda>>>(cuda())
         }
-        (BackendChoice::BurnWgpu, RudaDevice::Wgpu(d)) => {
-            job.run::<burn::backend::Autodiff<burn::backend::Wgpu>>(d.clone())
+        (BackendChoice::Ruda, RudaDevice::Wgpu(_)) => {
+            job.run::<Autodiff<Ruda<burn_ruda::RudaWgpu>>>(wgpu())
+        }
+        (BackendChoice::BurnWgpu, RudaDevice::Wgpu(_)) => {
+            job.run::<burn::backend::Autodiff<burn::backend::Wgpu>>(wgpu())
         }
         #[cfg(feature = "cuda")]
-        (BackendChoice::BurnCuda, RudaDevice::Cuda(index)) => {
-            job.run::<burn::backend::Autodiff<burn::backend::Cuda>>(
-                burn::backend::cuda::CudaDevice::new(*index),
-            )
+        (BackendChoice::BurnCuda, RudaDevice::Cuda(_)) => {
+            job.run::<burn::backend::Autodiff<burn::backend::Cuda>>(cuda())
         }
+        #[allow(unreachable_patterns)]
         (backend, device) => panic!("--backend {backend} cannot run on {device}"),
     }
+}
+
+/// The devices as the examples print them: `cuda:0` or `cuda:0 + cuda:1`.
+pub fn device_list(devices: &[RudaDevice]) -> String {
+    devices
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(" + ")
 }
 
 /// The recorder the examples save models with: named MessagePack, full precision

@@ -9,6 +9,7 @@ pub mod example_args;
 pub mod layer_norm_bench;
 pub mod layer_norm_checks;
 pub mod mnist;
+pub mod multi_device;
 pub mod plain_runtime;
 pub mod reference;
 pub mod span_profile;

@@ -105,6 +105,11 @@ pub struct LineRenderer {
     printed_tenth: Option<usize>,
     /// When each training step of the current epoch reported its loss.
     step_times: Vec<Instant>,
+    /// Training items burn-train reports per optimizer step: one per device (see
+    /// [`LineRenderer::with_devices`]).
+    items_per_step: usize,
+    /// Losses of the current step's items reported so far.
+    step_items: Vec<f64>,
 }
 
 impl LineRenderer {
@@ -122,7 +127,17 @@ impl LineRenderer {
             start: Instant::now(),
             printed_tenth: None,
             step_times: Vec::new(),
+            items_per_step: 1,
+            step_items: Vec::new(),
         }
+    }
+
+    /// Training on `devices` devices: burn-train's multi-device strategy reports one item per
+    /// device and step; the log then keeps one loss (their mean: the devices' batches are equal)
+    /// and one time per optimizer step, so step times and loss curves compare with one device's.
+    pub fn with_devices(mut self, devices: usize) -> Self {
+        self.items_per_step = devices.max(1);
+        self
     }
 
     fn update(&mut self, split: Split, state: MetricState) {
@@ -163,8 +178,12 @@ impl LineRenderer {
             if s == Split::Train && name == "Loss" {
                 let mut m = Mean::default();
                 m.add(&entry);
-                self.log.lock().unwrap().step_losses.push(m.get());
-                self.step_times.push(Instant::now());
+                self.step_items.push(m.get());
+                if self.step_items.len() == self.items_per_step {
+                    let loss = self.step_items.drain(..).sum::<f64>() / self.items_per_step as f64;
+                    self.log.lock().unwrap().step_losses.push(loss);
+                    self.step_times.push(Instant::now());
+                }
             }
             self.means.entry((s, name)).or_default().add(&entry);
         }
@@ -210,6 +229,7 @@ impl LineRenderer {
             ..Default::default()
         };
         self.step_times.clear();
+        self.step_items.clear();
         for ((split, name), mean) in self.means.drain() {
             if mean.count > 0.0 {
                 match split {

@@ -4,7 +4,9 @@
 //!   number, labels and images of different counts), each a clear error;
 //! - a few steps of each example's training loop (burn-train's `Learner` under
 //!   `burn_ruda::Autodiff<Ruda<RudaWgpu>>`) on tiny settings: the loss goes down, and the trained
-//!   models run (test accuracy, sampling, save and reload).
+//!   models run (test accuracy, sampling, save and reload);
+//! - the MNIST loop on two devices of the one lavapipe adapter through burn-train's multi-device
+//!   strategy, learning as one device does at the same global batch.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -251,7 +253,7 @@ fn mnist_training_lowers_the_loss() {
         ..MnistTraining::default()
     };
     let trained =
-        ruda_suite::mnist::train::train::<B>(&device(), train_set, test_set.clone(), &config);
+        ruda_suite::mnist::train::train::<B>(&[device()], train_set, test_set.clone(), &config);
     let log = &trained.log;
     assert_eq!(log.step_losses.len(), 40);
     let (first, last) = first_and_last(log, 5);
@@ -297,7 +299,7 @@ fn transformer_training_lowers_the_loss() {
         quiet: true,
         ..CharLmTraining::default()
     };
-    let trained = ruda_suite::char_lm::train::train::<B>(&device(), &prepared, &config).unwrap();
+    let trained = ruda_suite::char_lm::train::train::<B>(&[device()], &prepared, &config).unwrap();
     let log = &trained.log;
     assert_eq!(log.step_losses.len(), 30);
     let (first, last) = first_and_last(log, 5);
@@ -329,4 +331,72 @@ fn char_windows_and_sampling() {
     assert_eq!(sample(&[0.0, 5.0, 1.0], 0.0, 0.3), 1);
     assert_eq!(sample(&[0.0, 5.0, 1.0], 1.0, 0.0), 0);
     assert_eq!(sample(&[0.0, 5.0, 1.0], 1.0, 0.9999), 2);
+}
+
+/// The MNIST settings of the two-device test: tiny, deterministic (no dropout, no workers).
+fn small_mnist(artifacts: &Path, batch_size: usize) -> MnistTraining {
+    MnistTraining {
+        model: MnistModelConfig::new()
+            .with_channels([4, 8, 8])
+            .with_hidden(32)
+            .with_dropout(0.0),
+        epochs: 1,
+        batch_size,
+        learning_rate: 3e-3,
+        num_workers: 0,
+        artifact_dir: artifacts.to_path_buf(),
+        quiet: true,
+        ..MnistTraining::default()
+    }
+}
+
+#[test]
+#[serial]
+fn mnist_trains_on_two_devices_like_on_one() {
+    // `WgpuDevice::Cpu` and `WgpuDevice::DefaultDevice` are two Burn devices (two wgpu devices
+    // and queues) on the one lavapipe adapter: burn-train forks the model to each, moves the
+    // gradients between them and steps the optimizer on each parameter's device.
+    let dir = shipped_data_dir().join("mnist");
+    let train_set = MnistDataset::new(load_split(&dir, MnistSplit::Train).unwrap()).take(640);
+    let test_set = MnistDataset::new(load_split(&dir, MnistSplit::Test).unwrap()).take(128);
+    let devices = [WgpuDevice::Cpu, WgpuDevice::DefaultDevice];
+
+    let artifacts = tempfile::tempdir().unwrap();
+    let config = small_mnist(artifacts.path(), 16);
+    let two = ruda_suite::mnist::train::train::<B>(
+        &devices,
+        train_set.clone(),
+        test_set.clone(),
+        &config,
+    );
+    let one =
+        ruda_suite::mnist::train::train::<B>(&devices[..1], train_set, test_set.clone(), &config);
+
+    // 640 digits in global batches of 16 (8 per device): 40 steps, one logged loss per step on
+    // either.
+    assert_eq!(one.log.step_losses.len(), 40);
+    assert_eq!(two.log.step_losses.len(), 40);
+    let (first, last) = first_and_last(&two.log, 5);
+    assert!(
+        last < first * 0.8,
+        "two devices: loss went from {first} to {last}"
+    );
+    assert!(
+        two.log.step_losses.iter().all(|l| l.is_finite()),
+        "{:?}",
+        two.log.step_losses
+    );
+    // Same global batch, same initialization: the two curves end close (Burn adds the
+    // devices' gradients; Adam normalizes that scale away).
+    let (_, last_one) = first_and_last(&one.log, 5);
+    assert!(
+        (last - last_one).abs() < 0.35 * last_one.max(0.2),
+        "final losses: two devices {last}, one device {last_one}"
+    );
+    // The trained model (on the first device) classifies the test digits.
+    let (loss, accuracy) = evaluate(&two.model, &test_set, 16, &devices[0]);
+    assert!(
+        loss.is_finite() && accuracy > 20.0,
+        "test loss {loss}, accuracy {accuracy}%"
+    );
 }

@@ -16,6 +16,7 @@ use burn::train::{Learner, SupervisedTraining};
 use super::data::{CharLmBatcher, CharWindows, split_tokens};
 use super::model::{CharLm, CharLmConfig};
 use super::tokenizer::{CharTokenizer, unigram_entropy};
+use crate::multi_device::{BatchSplit, execution_strategy};
 use crate::training_log::{LineRenderer, TrainingLog};
 
 /// How to train: sizes, schedule, data, where the artifacts go.
@@ -35,7 +36,7 @@ pub struct CharLmTraining {
     pub dropout: f64,
     /// Epochs.
     pub epochs: usize,
-    /// Windows per step.
+    /// Windows per step, over all training devices (each device trains on an equal share).
     pub batch_size: usize,
     /// Adam's learning rate at the first step; it decays linearly to a tenth of that at the
     /// last step.
@@ -120,13 +121,24 @@ pub struct CharLmTrained<B: Backend> {
 }
 
 /// Trains on `text.train`, validating on `text.valid` after each epoch, with burn-train's
-/// `Learner` (metrics: loss and accuracy; perplexity is `exp(loss)`) on `device`.
+/// `Learner` (metrics: loss and accuracy; perplexity is `exp(loss)`) on `devices`: one device,
+/// or several sharing each step's batch through burn-train's multi-device strategy
+/// ([`crate::multi_device`]). The model is initialized, validated and returned on the first
+/// device.
+///
+/// Fails if the batch size is not a multiple of the number of devices; panics if `devices` is
+/// empty.
 pub fn train<B: AutodiffBackend>(
-    device: &B::Device,
+    devices: &[B::Device],
     text: &PreparedText,
     config: &CharLmTraining,
 ) -> Result<CharLmTrained<B::InnerBackend>, String> {
-    B::seed(device, config.seed);
+    let split = BatchSplit::new(config.batch_size, devices.len()).map_err(|e| e.to_string())?;
+    let strategy = execution_strategy::<B>(devices);
+    let device = strategy.main_device().clone();
+    for device in devices {
+        B::seed(device, config.seed);
+    }
     std::fs::create_dir_all(&config.artifact_dir).ok();
     for split in ["train", "valid"] {
         std::fs::remove_dir_all(config.artifact_dir.join(split)).ok();
@@ -158,8 +170,10 @@ pub fn train<B: AutodiffBackend>(
             .with_seed(config.seed),
     );
 
+    // burn-train gives each device a contiguous share of the training set, batched by this
+    // loader's batch size.
     let loader_train = DataLoaderBuilder::<B, _, _>::new(CharLmBatcher)
-        .batch_size(config.batch_size)
+        .batch_size(split.per_device)
         .num_workers(config.num_workers)
         .set_device(device.clone())
         .build(train_set);
@@ -186,16 +200,17 @@ pub fn train<B: AutodiffBackend>(
 
     let log = Arc::new(Mutex::new(TrainingLog::default()));
     let mut training = SupervisedTraining::new(&config.artifact_dir, loader_train, loader_valid)
+        .with_training_strategy(strategy.into())
         .metrics((AccuracyMetric::new(), LossMetric::new()))
         .num_epochs(config.epochs)
-        .renderer(LineRenderer::new(log.clone(), config.quiet));
+        .renderer(LineRenderer::new(log.clone(), config.quiet).with_devices(devices.len()));
     if config.quiet {
         training = training.with_application_logger(None);
     } else {
         training = training.summary();
     }
 
-    let model = model_config.init::<B>(device);
+    let model = model_config.init::<B>(&device);
     let result = training.launch(Learner::new(model, AdamConfig::new().init(), lr));
     let log = log.lock().unwrap().clone();
     Ok(CharLmTrained {

@@ -17,6 +17,7 @@ use burn::train::{Learner, SupervisedTraining};
 use super::data::{MnistBatcher, MnistDataset};
 use super::model::{MnistModel, MnistModelConfig};
 use crate::example_args::ModelRecorder;
+use crate::multi_device::{BatchSplit, execution_strategy};
 use crate::training_log::{LineRenderer, TrainingLog};
 
 /// How to train: sizes, schedule, where the artifacts go.
@@ -26,7 +27,7 @@ pub struct MnistTraining {
     pub model: MnistModelConfig,
     /// Passes over the training set.
     pub epochs: usize,
-    /// Digits per step.
+    /// Digits per step, over all training devices (each device trains on an equal share).
     pub batch_size: usize,
     /// Adam's learning rate at the first step; it decays linearly to a tenth of that at the
     /// last step.
@@ -65,22 +66,34 @@ pub struct MnistTrained<B: Backend> {
 }
 
 /// Trains on `train`, validating on `valid` after each epoch, with burn-train's `Learner`
-/// (metrics: loss and accuracy) on `device`.
+/// (metrics: loss and accuracy) on `devices`: one device, or several sharing each step's batch
+/// through burn-train's multi-device strategy ([`crate::multi_device`]). The model is
+/// initialized, validated and returned on the first device.
+///
+/// Panics if `devices` is empty or the batch size is not a multiple of the number of devices
+/// (check with [`BatchSplit::new`] first).
 pub fn train<B: AutodiffBackend>(
-    device: &B::Device,
+    devices: &[B::Device],
     train: MnistDataset,
     valid: MnistDataset,
     config: &MnistTraining,
 ) -> MnistTrained<B::InnerBackend> {
-    B::seed(device, config.seed);
+    let strategy = execution_strategy::<B>(devices);
+    let device = strategy.main_device().clone();
+    let split = BatchSplit::new(config.batch_size, devices.len()).unwrap_or_else(|e| panic!("{e}"));
+    for device in devices {
+        B::seed(device, config.seed);
+    }
     std::fs::create_dir_all(&config.artifact_dir).ok();
     // Old metric logs would leak into the learner's summary.
     for split in ["train", "valid"] {
         std::fs::remove_dir_all(config.artifact_dir.join(split)).ok();
     }
 
+    // burn-train gives each device a contiguous share of the training set, batched by this
+    // loader's batch size.
     let loader_train = DataLoaderBuilder::<B, _, _>::new(MnistBatcher)
-        .batch_size(config.batch_size)
+        .batch_size(split.per_device)
         .shuffle(config.seed)
         .num_workers(config.num_workers)
         .set_device(device.clone())
@@ -102,16 +115,17 @@ pub fn train<B: AutodiffBackend>(
 
     let log = Arc::new(Mutex::new(TrainingLog::default()));
     let mut training = SupervisedTraining::new(&config.artifact_dir, loader_train, loader_valid)
+        .with_training_strategy(strategy.into())
         .metrics((AccuracyMetric::new(), LossMetric::new()))
         .num_epochs(config.epochs)
-        .renderer(LineRenderer::new(log.clone(), config.quiet));
+        .renderer(LineRenderer::new(log.clone(), config.quiet).with_devices(devices.len()));
     if config.quiet {
         training = training.with_application_logger(None);
     } else {
         training = training.summary();
     }
 
-    let model = config.model.init::<B>(device);
+    let model = config.model.init::<B>(&device);
     let result = training.launch(Learner::new(model, AdamConfig::new().init(), lr));
     let log = log.lock().unwrap().clone();
     MnistTrained {
