@@ -232,6 +232,23 @@ fn first_and_last(log: &TrainingLog, n: usize) -> (f64, f64) {
     (mean(&losses[..n]), mean(&losses[losses.len() - n..]))
 }
 
+/// The MNIST settings of the training tests: tiny, deterministic (no dropout, no workers).
+fn small_mnist(artifacts: &Path, batch_size: usize) -> MnistTraining {
+    MnistTraining {
+        model: MnistModelConfig::new()
+            .with_channels([4, 8, 8])
+            .with_hidden(32)
+            .with_dropout(0.0),
+        epochs: 1,
+        batch_size,
+        learning_rate: 3e-3,
+        num_workers: 0,
+        artifact_dir: artifacts.to_path_buf(),
+        quiet: true,
+        ..MnistTraining::default()
+    }
+}
+
 #[test]
 #[serial]
 fn mnist_training_lowers_the_loss() {
@@ -239,19 +256,7 @@ fn mnist_training_lowers_the_loss() {
     let train_set = MnistDataset::new(load_split(&dir, MnistSplit::Train).unwrap()).take(640);
     let test_set = MnistDataset::new(load_split(&dir, MnistSplit::Test).unwrap()).take(128);
     let artifacts = tempfile::tempdir().unwrap();
-    let config = MnistTraining {
-        model: MnistModelConfig::new()
-            .with_channels([4, 8, 8])
-            .with_hidden(32)
-            .with_dropout(0.0),
-        epochs: 1,
-        batch_size: 16,
-        learning_rate: 3e-3,
-        num_workers: 0,
-        artifact_dir: artifacts.path().to_path_buf(),
-        quiet: true,
-        ..MnistTraining::default()
-    };
+    let config = small_mnist(artifacts.path(), 16);
     let trained =
         ruda_suite::mnist::train::train::<B>(&[device()], train_set, test_set.clone(), &config);
     let log = &trained.log;
@@ -331,23 +336,6 @@ fn char_windows_and_sampling() {
     assert_eq!(sample(&[0.0, 5.0, 1.0], 0.0, 0.3), 1);
     assert_eq!(sample(&[0.0, 5.0, 1.0], 1.0, 0.0), 0);
     assert_eq!(sample(&[0.0, 5.0, 1.0], 1.0, 0.9999), 2);
-}
-
-/// The MNIST settings of the two-device test: tiny, deterministic (no dropout, no workers).
-fn small_mnist(artifacts: &Path, batch_size: usize) -> MnistTraining {
-    MnistTraining {
-        model: MnistModelConfig::new()
-            .with_channels([4, 8, 8])
-            .with_hidden(32)
-            .with_dropout(0.0),
-        epochs: 1,
-        batch_size,
-        learning_rate: 3e-3,
-        num_workers: 0,
-        artifact_dir: artifacts.to_path_buf(),
-        quiet: true,
-        ..MnistTraining::default()
-    }
 }
 
 #[test]
