@@ -56,6 +56,9 @@ Usage: cargo run --release --example mnist -- [flags]
 ";
 
 fn main() {
+    ruda_suite::training_log::mark_process_start();
+    // SAFETY: first thing in `main`, no other thread runs yet.
+    unsafe { ruda_runtime::process::prepare() };
     if let Err(e) = main_inner() {
         eprintln!("error: {e}");
         std::process::exit(2);

@@ -65,6 +65,9 @@ Usage: cargo run --release --example transformer -- [flags]
 ";
 
 fn main() {
+    ruda_suite::training_log::mark_process_start();
+    // SAFETY: first thing in `main`, no other thread runs yet.
+    unsafe { ruda_runtime::process::prepare() };
     if let Err(e) = main_inner() {
         eprintln!("error: {e}");
         std::process::exit(2);
@@ -225,6 +228,14 @@ tokens/s on {} device(s)",
                 step * 1e3,
                 tokens / step,
                 devices.len()
+            );
+        }
+        let tuning = ruda_runtime::autotune::stats();
+        if tuning.tuning_passes > 0 {
+            println!(
+                "ruda's LayerNorm autotuning in this process: {} keys tuned, {:.1} s",
+                tuning.tuning_passes,
+                tuning.tuning_micros as f64 * 1e-6
             );
         }
         if let Some(last) = trained.log.last()

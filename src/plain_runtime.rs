@@ -18,13 +18,9 @@ impl cubecl::Runtime for PlainWgpu {
         cubecl::client::ComputeClient::load(device)
     }
 
-    fn name(client: &cubecl::client::ComputeClient<Self>) -> &'static str {
-        // As `RudaWgpu` names itself (the adapter's graphics API decides the compiler).
-        if format!("{:?}", client.info()) == "Vulkan" {
-            "wgpu<spirv>"
-        } else {
-            "wgpu<wgsl>"
-        }
+    fn name(_client: &cubecl::client::ComputeClient<Self>) -> &'static str {
+        // What this build compiles, as `RudaWgpu` says.
+        ruda_runtime::runtime::wgpu::WGPU_COMPILER_NAME
     }
 
     fn require_array_lengths() -> bool {

@@ -8,7 +8,7 @@
 //! training step's loss, which the examples print and the tests assert on.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use burn::train::LearnerSummary;
@@ -44,6 +44,26 @@ pub struct TrainingLog {
     pub epochs: Vec<EpochRecord>,
     /// The `"Loss"` metric of every training step, in order.
     pub step_losses: Vec<f64>,
+    /// When the first training step reported its loss.
+    pub first_step: Option<FirstStep>,
+}
+
+/// Time to the first training step: what compiling kernels and tuning them cost a user before
+/// training starts (caches make it short, see the README's "Caches").
+#[derive(Clone, Copy, Debug)]
+pub struct FirstStep {
+    /// Seconds from [`mark_process_start`] (the example's `main`) to the first step's loss.
+    pub since_process_start: f64,
+    /// Seconds from the Learner's start (its metrics registered) to the first step's loss.
+    pub since_learner_start: f64,
+}
+
+static PROCESS_START: OnceLock<Instant> = OnceLock::new();
+
+/// Records now as the start of the process, for [`FirstStep::since_process_start`]; the first
+/// call wins. Without it, the renderer's creation counts as the start.
+pub fn mark_process_start() {
+    PROCESS_START.get_or_init(Instant::now);
 }
 
 impl TrainingLog {
@@ -110,6 +130,8 @@ pub struct LineRenderer {
     items_per_step: usize,
     /// Losses of the current step's items reported so far.
     step_items: Vec<f64>,
+    /// The start [`FirstStep::since_process_start`] counts from.
+    process_start: Instant,
 }
 
 impl LineRenderer {
@@ -129,6 +151,7 @@ impl LineRenderer {
             step_times: Vec::new(),
             items_per_step: 1,
             step_items: Vec::new(),
+            process_start: *PROCESS_START.get().unwrap_or(&Instant::now()),
         }
     }
 
@@ -181,7 +204,23 @@ impl LineRenderer {
                 self.step_items.push(m.get());
                 if self.step_items.len() == self.items_per_step {
                     let loss = self.step_items.drain(..).sum::<f64>() / self.items_per_step as f64;
-                    self.log.lock().unwrap().step_losses.push(loss);
+                    let mut log = self.log.lock().unwrap();
+                    log.step_losses.push(loss);
+                    if log.first_step.is_none() {
+                        let first = FirstStep {
+                            since_process_start: self.process_start.elapsed().as_secs_f64(),
+                            since_learner_start: self.start.elapsed().as_secs_f64(),
+                        };
+                        log.first_step = Some(first);
+                        if !self.quiet {
+                            println!(
+                                "first training step done {:.1} s after the start ({:.1} s after \
+the Learner started)",
+                                first.since_process_start, first.since_learner_start
+                            );
+                        }
+                    }
+                    drop(log);
                     self.step_times.push(Instant::now());
                 }
             }

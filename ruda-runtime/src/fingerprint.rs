@@ -53,12 +53,17 @@ impl fmt::Display for DriverFingerprint {
 
 /// A short stable hash (16 hex digits, FNV-1a 64) of a fingerprint string, for file names.
 pub fn fingerprint_hash(fingerprint: &str) -> String {
+    alloc::format!("{:016x}", fnv1a(fingerprint.as_bytes()))
+}
+
+/// FNV-1a, 64 bits.
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in fingerprint.bytes() {
+    for &byte in bytes {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    alloc::format!("{hash:016x}")
+    hash
 }
 
 /// Remembers which device each client serves.

@@ -4,7 +4,8 @@
 //! fused LayerNorm hooks and a driver fingerprint for persistent autotuning. This crate provides
 //! the trait, the buffer type its hooks exchange ([`TensorBuffer`]), the two ruda runtimes
 //! ([`RudaCuda`] and [`RudaWgpu`]), the LayerNorm kernels, device discovery ([`device`]), and
-//! persistent autotuning keyed by the driver fingerprint ([`autotune`]).
+//! persistent autotuning and compiled kernels, keyed by the driver fingerprint ([`autotune`],
+//! [`compilation_cache`]).
 //!
 //! Everything a third party needs to write its own ruda runtime is re-exported here: the CubeCL
 //! crate itself and its client, compiler, server and task types.
@@ -14,9 +15,11 @@
 extern crate alloc;
 
 pub mod autotune;
+pub mod compilation_cache;
 pub mod device;
 mod fingerprint;
 pub mod layer_norm;
+pub mod process;
 pub mod runtime;
 
 pub use fingerprint::{DriverFingerprint, fingerprint_hash};

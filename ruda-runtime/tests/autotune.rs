@@ -301,7 +301,7 @@ fn fingerprints_get_their_own_caches() {
     }
     // CubeCL's tuners key their directory on the fingerprint too.
     let name = a.value("runtime_name").unwrap();
-    assert_eq!(name, format!("wgpu<spirv>-fp{}", fingerprint_hash("X")));
+    assert_eq!(name, format!("wgpu<wgsl>-fp{}", fingerprint_hash("X")));
     let cubecl_id = a.value("cubecl_id").unwrap();
     assert!(cubecl_id.ends_with(&name), "{cubecl_id}");
     let cubecl_dir = dir

@@ -66,10 +66,8 @@ pub fn cache_identity<R: crate::Runtime>(
     if let Some(identity) = lookup(client) {
         return identity;
     }
-    let (fingerprint, overridden) = match &settings().fingerprint_override {
-        Some(fp) => (fp.clone(), true),
-        None => (R::autotune_driver_fingerprint(client), false),
-    };
+    let (fingerprint, overridden) =
+        settings().effective_fingerprint(|| R::autotune_driver_fingerprint(client));
     let hash = fingerprint.as_deref().map(fingerprint_hash);
     let runtime_name = match &hash {
         Some(hash) => intern(format!("{base}-fp{hash}")),

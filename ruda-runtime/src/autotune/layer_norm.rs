@@ -257,16 +257,32 @@ pub struct AutotuneStats {
     /// Candidate executions on benchmark inputs (warm-up and timed runs; a candidate that
     /// cannot run the shape launches nothing and is not counted).
     pub benchmark_runs: u64,
+    /// Wall-clock microseconds of the calls that tuned a key: compiling and benchmarking the
+    /// candidates, then running the chosen one (what tuning adds to a cold start).
+    pub tuning_micros: u64,
 }
 
 static TUNING_PASSES: AtomicU64 = AtomicU64::new(0);
 static BENCHMARK_RUNS: AtomicU64 = AtomicU64::new(0);
+static TUNING_MICROS: AtomicU64 = AtomicU64::new(0);
+
+/// Runs one tuned call, adding its time to [`AutotuneStats::tuning_micros`] when it tuned a key.
+fn timed_if_tuning<T>(call: impl FnOnce() -> T) -> T {
+    let passes = TUNING_PASSES.load(Ordering::SeqCst);
+    let start = std::time::Instant::now();
+    let out = call();
+    if TUNING_PASSES.load(Ordering::SeqCst) != passes {
+        TUNING_MICROS.fetch_add(start.elapsed().as_micros() as u64, Ordering::SeqCst);
+    }
+    out
+}
 
 /// The counters of ruda's LayerNorm tuners in this process.
 pub fn stats() -> AutotuneStats {
     AutotuneStats {
         tuning_passes: TUNING_PASSES.load(Ordering::SeqCst),
         benchmark_runs: BENCHMARK_RUNS.load(Ordering::SeqCst),
+        tuning_micros: TUNING_MICROS.load(Ordering::SeqCst),
     }
 }
 
@@ -648,10 +664,10 @@ pub(crate) fn forward_tuned<R: cubecl::Runtime>(
         benchmark: false,
     };
     let set = FORWARD_TUNER.init(forward_set::<R>);
-    let Outputs(out) = match cache_id {
+    let Outputs(out) = timed_if_tuning(|| match cache_id {
         Some(id) => FORWARD_TUNER.execute(&id, client, set, inputs),
         None => execute_in_process(client, Direction::Forward, set, inputs),
-    };
+    });
     out
 }
 
@@ -680,10 +696,10 @@ pub(crate) fn backward_tuned<R: cubecl::Runtime>(
         benchmark: false,
     };
     let set = BACKWARD_TUNER.init(backward_set::<R>);
-    let Outputs(out) = match cache_id {
+    let Outputs(out) = timed_if_tuning(|| match cache_id {
         Some(id) => BACKWARD_TUNER.execute(&id, client, set, inputs),
         None => execute_in_process(client, Direction::Backward, set, inputs),
-    };
+    });
     out
 }
 

@@ -28,6 +28,7 @@ use std::path::PathBuf;
 
 use cubecl::{client::ComputeClient, device::Device};
 
+pub(crate) use cache_files::repair as repair_cache_file;
 pub use identity::{CacheIdentity, cache_identity};
 pub use layer_norm::{
     AutotuneStats, Candidate, ChosenVariant, Direction, LayerNormKey, chosen_variants, stats,
@@ -148,8 +149,10 @@ impl core::fmt::Display for AutotuneReport {
         }
         write!(
             f,
-            "  this process: {} tuning passes, {} benchmark runs",
-            self.stats.tuning_passes, self.stats.benchmark_runs
+            "  this process: {} tuning passes, {} benchmark runs, {:.1} s tuning",
+            self.stats.tuning_passes,
+            self.stats.benchmark_runs,
+            self.stats.tuning_micros as f64 * 1e-6
         )
     }
 }

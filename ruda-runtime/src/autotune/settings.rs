@@ -26,6 +26,9 @@ pub struct AutotuneSettings {
     /// `RUDA_AUTOTUNE_FINGERPRINT`, when set: `Some(None)` for `none`, else the string that
     /// replaces the driver fingerprint.
     pub fingerprint_override: Option<Option<String>>,
+    /// `false` when `RUDA_COMPILATION_CACHE=off`: compiled kernels are not kept on disk (see
+    /// [`crate::compilation_cache`]).
+    pub compilation_cache: bool,
 }
 
 impl AutotuneSettings {
@@ -36,12 +39,14 @@ impl AutotuneSettings {
                 .ok()
                 .filter(|v: &String| !v.trim().is_empty())
         };
-        let enabled = !matches!(
-            var(ENV_AUTOTUNE)
-                .map(|v| v.trim().to_ascii_lowercase())
-                .as_deref(),
-            Some("off" | "0" | "false" | "no")
-        );
+        let off = |name| {
+            matches!(
+                var(name).map(|v| v.trim().to_ascii_lowercase()).as_deref(),
+                Some("off" | "0" | "false" | "no")
+            )
+        };
+        let enabled = !off(ENV_AUTOTUNE);
+        let compilation_cache = !off(crate::compilation_cache::ENV_COMPILATION_CACHE);
         let dir = var(ENV_AUTOTUNE_DIR).map(PathBuf::from);
         let fingerprint_override = var(ENV_AUTOTUNE_FINGERPRINT).map(|v| {
             if v.trim().eq_ignore_ascii_case("none") {
@@ -54,6 +59,22 @@ impl AutotuneSettings {
             enabled,
             dir,
             fingerprint_override,
+            compilation_cache,
+        }
+    }
+}
+
+impl AutotuneSettings {
+    /// The fingerprint caches are keyed on: `RUDA_AUTOTUNE_FINGERPRINT` when set (`none`: no
+    /// fingerprint), else the driver's (`computed`, only called then); and whether it was
+    /// overridden.
+    pub fn effective_fingerprint(
+        &self,
+        computed: impl FnOnce() -> Option<String>,
+    ) -> (Option<String>, bool) {
+        match &self.fingerprint_override {
+            Some(fp) => (fp.clone(), true),
+            None => (computed(), false),
         }
     }
 }
@@ -128,9 +149,11 @@ mod tests {
             std::env::set_var(ENV_AUTOTUNE, "OFF");
             std::env::set_var(ENV_AUTOTUNE_DIR, "/tmp/x");
             std::env::set_var(ENV_AUTOTUNE_FINGERPRINT, "None");
+            std::env::set_var(crate::compilation_cache::ENV_COMPILATION_CACHE, "off");
         }
         let s = AutotuneSettings::from_env();
         assert!(!s.enabled);
+        assert!(!s.compilation_cache);
         assert_eq!(s.dir, Some(PathBuf::from("/tmp/x")));
         assert_eq!(s.fingerprint_override, Some(None));
         unsafe {
@@ -138,8 +161,10 @@ mod tests {
             std::env::remove_var(ENV_AUTOTUNE_DIR);
             std::env::set_var(ENV_AUTOTUNE_FINGERPRINT, "driver=1");
         }
+        unsafe { std::env::remove_var(crate::compilation_cache::ENV_COMPILATION_CACHE) };
         let s = AutotuneSettings::from_env();
         assert!(s.enabled);
+        assert!(s.compilation_cache);
         assert_eq!(s.dir, None);
         assert_eq!(s.fingerprint_override, Some(Some("driver=1".into())));
         unsafe {

@@ -54,6 +54,11 @@ use crate::runtime::normalization::TensorBuffer;
 
 pub use plan::MAX_VECTORS_PER_UNIT;
 
+/// Longest row, in vectors, for which autotuning tries [`Variant::UnitPerRow`] on a device with
+/// plane operations. Beyond it a plane per row keeps every lane busy where one unit per row
+/// leaves 31 of 32 idle.
+pub const UNIT_PER_ROW_MAX_VECTORS_WITH_PLANES: usize = 8;
+
 /// How a call picks its launch shape (crate-internal).
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Choice {
@@ -87,9 +92,24 @@ impl Choice {
         }
     }
 
-    /// For a strict candidate: whether the plan is the candidate that was asked for.
+    /// For a strict candidate: whether the plan is the candidate that was asked for, and worth
+    /// benchmarking (every candidate compiles its kernels first: half a second each with
+    /// NVRTC).
     pub(crate) fn check(self, plan: &plan::Plan) -> Result<(), String> {
         match self {
+            Choice::Candidate {
+                variant: Variant::UnitPerRow,
+                strict: true,
+                ..
+            } if plan.plane_size > 0 && plan.d_vec > UNIT_PER_ROW_MAX_VECTORS_WITH_PLANES => {
+                Err(format!(
+                    "candidate UnitPerRow is not tried on a device with plane operations for rows \
+                     of more than {UNIT_PER_ROW_MAX_VECTORS_WITH_PLANES} vectors ({} here): one \
+                     unit per row leaves most lanes idle, and it never won there (H200 tuning \
+                     runs, benches/results)",
+                    plan.d_vec
+                ))
+            }
             Choice::Candidate {
                 variant,
                 narrow,

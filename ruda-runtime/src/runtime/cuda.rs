@@ -33,7 +33,8 @@ impl CubeclRuntime for RudaCuda {
     fn client(device: &Self::Device) -> ComputeClient<Self> {
         // `RUDA_AUTOTUNE_DIR` must reach CubeCL's configuration before its first server exists.
         crate::autotune::settings::apply_to_cubecl();
-        let client = ComputeClient::load(device);
+        // The first opening of a device gives CubeCL its fingerprint-keyed PTX cache.
+        let client = crate::compilation_cache::load_client(device, || device_fingerprint(device));
         CLIENTS.record(server_key(&client), device);
         client
     }
@@ -101,11 +102,15 @@ impl Runtime for RudaCuda {
     }
 
     fn autotune_driver_fingerprint(client: &ComputeClient<Self>) -> Option<String> {
-        let device = CLIENTS.device(server_key(client))?;
-        CLIENTS.fingerprint_of(&device, |device| {
-            cuda_fingerprint(device.index).map(|f| f.to_string())
-        })
+        device_fingerprint(&CLIENTS.device(server_key(client))?)
     }
+}
+
+/// The fingerprint string of `device`, computed once per process.
+fn device_fingerprint(device: &CudaDevice) -> Option<String> {
+    CLIENTS.fingerprint_of(device, |device| {
+        cuda_fingerprint(device.index).map(|f| f.to_string())
+    })
 }
 
 fn server_key(client: &ComputeClient<RudaCuda>) -> usize {
@@ -142,6 +147,8 @@ pub struct CudaDeviceReport {
     pub compute_capability: (i32, i32),
     /// Total device memory in bytes.
     pub total_memory: u64,
+    /// The chip's UUID (not part of the fingerprint: see [`CudaDeviceFacts`]).
+    pub uuid: Option<String>,
     /// The fingerprint [`RudaCuda`] reports for it.
     pub fingerprint: Option<DriverFingerprint>,
 }
@@ -162,19 +169,68 @@ pub fn cuda_device_report(index: usize) -> Option<CudaDeviceReport> {
             device::get_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR).ok()?;
         (major, minor, device::total_mem(dev).ok()? as u64)
     };
+    let uuid = device::get_uuid(dev).ok().map(|uuid| {
+        uuid.bytes
+            .iter()
+            .map(|b| alloc::format!("{:02x}", *b as u8))
+            .collect()
+    });
     Some(CudaDeviceReport {
         index,
         name,
         compute_capability: (major, minor),
         total_memory,
+        uuid,
         fingerprint: cuda_fingerprint(index),
     })
 }
 
-/// Driver version, NVRTC version, device name, UUID and compute capability of device `index`.
+/// What determines compiled code and tuning results on one CUDA device: the driver and its
+/// CUDA/NVRTC versions, and the GPU model. Two devices with equal facts share caches.
 ///
-/// `None` when the driver does not answer or the device has no UUID.
-pub fn cuda_fingerprint(index: usize) -> Option<DriverFingerprint> {
+/// Deliberately absent: the device's UUID and ordinal. They name one physical chip, not what
+/// the compiler and the tuner depend on, so with them every GPU of an eight-GPU machine, and
+/// every machine of a cluster, would tune and compile the same kernels again for nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaDeviceFacts {
+    /// The NVIDIA kernel module's version (`580.159.04`): the exact driver build, which JIT-
+    /// compiles PTX and can change kernel timings. `unknown` off Linux.
+    pub driver: String,
+    /// The CUDA API version the driver implements (`13.0`).
+    pub cuda_api: String,
+    /// NVRTC's version (`13.0`): NVRTC turns CubeCL's CUDA C++ into PTX, so another NVRTC can
+    /// emit other code. `missing` when it does not load.
+    pub nvrtc: String,
+    /// Marketing name (`NVIDIA H200`).
+    pub name: String,
+    /// Compute capability (major, minor): the instruction set the PTX targets.
+    pub compute_capability: (i32, i32),
+    /// Streaming multiprocessors: cards sold under one name can differ (cut-down parts,
+    /// MIG slices), and the best launch shape depends on it.
+    pub multiprocessors: i32,
+    /// Device memory in bytes, for the same reason (e.g. an 80 GB and a 94 GB part of one name).
+    pub memory_bytes: u64,
+}
+
+impl CudaDeviceFacts {
+    /// The fingerprint these facts make (see [`CudaDeviceFacts`] for why each one is in).
+    pub fn fingerprint(&self) -> DriverFingerprint {
+        let mut fingerprint = DriverFingerprint::new("cuda");
+        fingerprint.push("driver", &self.driver);
+        fingerprint.push("cuda-api", &self.cuda_api);
+        fingerprint.push("nvrtc", &self.nvrtc);
+        fingerprint.push("device", &self.name);
+        let (major, minor) = self.compute_capability;
+        fingerprint.push("sm", alloc::format!("{major}.{minor}"));
+        fingerprint.push("multiprocessors", self.multiprocessors);
+        fingerprint.push("memory", self.memory_bytes);
+        fingerprint
+    }
+}
+
+/// The [`CudaDeviceFacts`] of device `index`, read through the driver API without creating a
+/// CubeCL server. `None` when the driver does not answer.
+pub fn cuda_device_facts(index: usize) -> Option<CudaDeviceFacts> {
     use cudarc::driver::{result::device, sys};
     if index >= cuda_device_count() {
         return None;
@@ -186,40 +242,31 @@ pub fn cuda_fingerprint(index: usize) -> Option<DriverFingerprint> {
     if status != sys::CUresult::CUDA_SUCCESS {
         return None;
     }
-    let uuid = device::get_uuid(dev).ok()?;
-    let uuid_hex: String = uuid
-        .bytes
-        .iter()
-        .map(|b| alloc::format!("{:02x}", *b as u8))
-        .collect();
-    if uuid_hex.chars().all(|c| c == '0') {
-        return None;
-    }
     // SAFETY: read-only attribute queries on a valid device.
-    let (major, minor) = unsafe {
+    let (major, minor, multiprocessors, memory_bytes) = unsafe {
         use sys::CUdevice_attribute::*;
         (
             device::get_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR).ok()?,
             device::get_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR).ok()?,
+            device::get_attribute(dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).ok()?,
+            device::total_mem(dev).ok()? as u64,
         )
     };
+    Some(CudaDeviceFacts {
+        driver: kernel_module_version().unwrap_or_else(|| "unknown".into()),
+        cuda_api: alloc::format!("{}.{}", api_version / 1000, (api_version % 1000) / 10),
+        nvrtc: nvrtc_version().unwrap_or_else(|| "missing".into()),
+        name: device::get_name(dev).ok()?,
+        compute_capability: (major, minor),
+        multiprocessors,
+        memory_bytes,
+    })
+}
 
-    let mut fingerprint = DriverFingerprint::new("cuda");
-    // The CUDA API version moves only with major driver branches; the kernel module's version
-    // string (Linux) names the exact driver build.
-    fingerprint.push(
-        "driver",
-        kernel_module_version().unwrap_or_else(|| "unknown".into()),
-    );
-    fingerprint.push(
-        "cuda-api",
-        alloc::format!("{}.{}", api_version / 1000, (api_version % 1000) / 10),
-    );
-    fingerprint.push("nvrtc", nvrtc_version().unwrap_or_else(|| "missing".into()));
-    fingerprint.push("device", device::get_name(dev).ok()?);
-    fingerprint.push("uuid", uuid_hex);
-    fingerprint.push("sm", alloc::format!("{major}.{minor}"));
-    Some(fingerprint)
+/// The fingerprint of device `index` ([`CudaDeviceFacts::fingerprint`]); `None` when the
+/// driver does not answer.
+pub fn cuda_fingerprint(index: usize) -> Option<DriverFingerprint> {
+    cuda_device_facts(index).map(|facts| facts.fingerprint())
 }
 
 fn nvrtc_version() -> Option<String> {
@@ -262,5 +309,45 @@ mod tests {
             Some("580.159.03")
         );
         assert_eq!(parse_nvidia_module_version(""), None);
+    }
+
+    fn h200() -> CudaDeviceFacts {
+        CudaDeviceFacts {
+            driver: "580.159.04".into(),
+            cuda_api: "13.0".into(),
+            nvrtc: "13.0".into(),
+            name: "NVIDIA H200".into(),
+            compute_capability: (9, 0),
+            multiprocessors: 132,
+            memory_bytes: 150_754_820_096,
+        }
+    }
+
+    #[test]
+    fn fingerprint_names_the_model_and_driver_not_the_chip() {
+        let text = h200().fingerprint().to_string();
+        assert!(text.starts_with("runtime=cuda|ruda-runtime="), "{text}");
+        assert!(text.contains("|driver=580.159.04|cuda-api=13.0|nvrtc=13.0|device=NVIDIA H200|sm=9.0|multiprocessors=132|memory=150754820096"), "{text}");
+        assert!(!text.contains("uuid"), "{text}");
+    }
+
+    #[test]
+    fn each_fact_changes_the_fingerprint() {
+        let base = h200().fingerprint();
+        let changes: [fn(&mut CudaDeviceFacts); 7] = [
+            |f| f.driver = "580.159.05".into(),
+            |f| f.cuda_api = "13.1".into(),
+            |f| f.nvrtc = "12.9".into(),
+            |f| f.name = "NVIDIA H100 80GB HBM3".into(),
+            |f| f.compute_capability = (10, 0),
+            |f| f.multiprocessors = 114,
+            |f| f.memory_bytes = 85_520_809_984,
+        ];
+        for change in changes {
+            let mut facts = h200();
+            change(&mut facts);
+            assert_ne!(facts.fingerprint(), base, "{facts:?}");
+        }
+        assert_eq!(h200().fingerprint(), base);
     }
 }

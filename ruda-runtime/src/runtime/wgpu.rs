@@ -26,6 +26,9 @@ pub struct RudaWgpu;
 
 static CLIENTS: ClientRegistry<WgpuDevice> = ClientRegistry::new();
 
+/// The runtime name's base: the shading language this build compiles kernels to.
+pub const WGPU_COMPILER_NAME: &str = "wgpu<wgsl>";
+
 impl CubeclRuntime for RudaWgpu {
     type Compiler = <WgpuRuntime as CubeclRuntime>::Compiler;
     type Server = <WgpuRuntime as CubeclRuntime>::Server;
@@ -40,15 +43,13 @@ impl CubeclRuntime for RudaWgpu {
     }
 
     fn name(client: &ComputeClient<Self>) -> &'static str {
-        // The inner runtime's name plus the fingerprint hash (`wgpu<spirv>-fp<hash>`). In CubeCL
-        // 0.10 and burn-cubecl 0.21 the name is used only in display strings and in
-        // `CubeTuneId`, the directory of every CubeCL tuner's cache: so those caches are keyed
-        // on the driver too. A lookup after the first call.
-        let base = match client.info() {
-            wgpu::Backend::Vulkan => "wgpu<spirv>",
-            _ => "wgpu<wgsl>",
-        };
-        crate::autotune::cache_identity(client, base).runtime_name
+        // What this build compiles: CubeCL's wgpu runtime without its `spirv` feature writes
+        // WGSL for every graphics API, Vulkan included (Burn's own wgpu runtime says
+        // `wgpu<wgsl>` too); plus the fingerprint hash (`wgpu<wgsl>-fp<hash>`). In CubeCL 0.10
+        // and burn-cubecl 0.21 the name is used only in display strings and in `CubeTuneId`,
+        // the directory of every CubeCL tuner's cache: so those caches are keyed on the driver
+        // too. A lookup after the first call.
+        crate::autotune::cache_identity(client, WGPU_COMPILER_NAME).runtime_name
     }
 
     fn require_array_lengths() -> bool {
@@ -186,7 +187,12 @@ pub fn adapter_info(device: &WgpuDevice) -> Option<wgpu::AdapterInfo> {
     }
 }
 
-/// Backend, adapter name, vendor and device ids, driver and driver info of an adapter.
+/// Backend, adapter name, vendor and device ids, device type, driver and driver info of an
+/// adapter: the GPU model and the driver that compiles and runs its shaders, which is what
+/// compiled code and tuning results depend on.
+///
+/// Deliberately absent: the PCI bus id, which names one physical slot; two identical GPUs
+/// share their caches, as for CUDA.
 ///
 /// `None` when the adapter does not say which driver it runs (both driver strings empty):
 /// without that, a driver update would go unnoticed.
