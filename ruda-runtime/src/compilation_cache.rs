@@ -49,9 +49,7 @@ use cubecl::device::{Device, DeviceId};
 use crate::autotune::settings::{self, AutotuneSettings, settings};
 use crate::fingerprint::{fingerprint_hash, fnv1a};
 
-/// `RUDA_COMPILATION_CACHE`: `off` (also `0`, `false`, `no`) keeps compiled kernels in memory
-/// only.
-pub const ENV_COMPILATION_CACHE: &str = "RUDA_COMPILATION_CACHE";
+pub use crate::autotune::settings::ENV_COMPILATION_CACHE;
 
 /// The subdirectory CubeCL's CUDA runtime writes its PTX cache to under the root it is given:
 /// `cuda/<cubecl version>/ptx`.

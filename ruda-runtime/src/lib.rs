@@ -18,13 +18,16 @@ pub mod autotune;
 pub mod compilation_cache;
 pub mod device;
 mod fingerprint;
+pub mod hooks;
 pub mod layer_norm;
 pub mod process;
 pub mod runtime;
+pub mod tensor_buffer;
 
+pub use autotune::layer_norm::{layer_norm_backward, layer_norm_forward};
 pub use fingerprint::{DriverFingerprint, fingerprint_hash};
-pub use runtime::backend::Runtime;
-pub use runtime::normalization::TensorBuffer;
+pub use hooks::Runtime;
+pub use tensor_buffer::TensorBuffer;
 
 #[cfg(feature = "cuda")]
 pub use runtime::cuda::RudaCuda;

@@ -14,12 +14,10 @@ use cubecl::tune::{LocalTuner, Tunable, TunableSet};
 use cubecl::wgpu::WgpuDevice;
 use ruda_runtime::autotune::{self, settings::*};
 use ruda_runtime::cubecl::{self, Runtime as _, client::ComputeClient, zspace::Shape};
-use ruda_runtime::layer_norm::{
-    Variant, layer_norm_backward, layer_norm_backward_with, layer_norm_forward,
-    layer_norm_forward_with,
-};
+use ruda_runtime::layer_norm::{Variant, layer_norm_backward_with, layer_norm_forward_with};
 use ruda_runtime::prelude::DType;
 use ruda_runtime::{RudaWgpu, TensorBuffer, fingerprint_hash};
+use ruda_runtime::{layer_norm_backward, layer_norm_forward};
 use serial_test::serial;
 
 const PROBE: &str = "RUDA_AUTOTUNE_PROBE";

@@ -21,7 +21,7 @@ use crate::layer_norm::{
     plan::vector_size,
     validate::{check_backward, check_forward},
 };
-use crate::runtime::normalization::TensorBuffer;
+use crate::tensor_buffer::TensorBuffer;
 
 /// Largest tuning problem, in elements: the representative shape of a bucket is cut to this
 /// many elements (fewer rows), so that tuning a huge shape does not allocate gigabytes.
@@ -170,7 +170,7 @@ impl Candidate {
     /// vector where the widest is 1): the tuner skips it there.
     ///
     /// # Panics
-    /// As [`crate::layer_norm::layer_norm_forward`] on bad arguments.
+    /// As [`layer_norm_forward`] on bad arguments.
     pub fn forward<R: cubecl::Runtime>(
         &self,
         client: &ComputeClient<R>,
@@ -187,7 +187,7 @@ impl Candidate {
     /// Returns `[dx, dgamma, dbeta]`, or an error when the candidate cannot run this shape.
     ///
     /// # Panics
-    /// As [`crate::layer_norm::layer_norm_backward`] on bad arguments.
+    /// As [`layer_norm_backward`] on bad arguments.
     pub fn backward<R: cubecl::Runtime>(
         &self,
         client: &ComputeClient<R>,
@@ -641,7 +641,24 @@ where
 /// The name recorded in reports for the in-process tuner.
 pub const IN_PROCESS_ID: &str = "in-process";
 
-pub(crate) fn forward_tuned<R: cubecl::Runtime>(
+/// LayerNorm forward over the last dimension of `input`.
+///
+/// The variant and vector width are autotuned per (d bucket, vector width, rows bucket, dtype)
+/// ([`crate::autotune`]): cached on disk under the device's driver fingerprint for the ruda
+/// runtimes, in memory for the process when there is none; `RUDA_AUTOTUNE=off` runs
+/// [`choose_variant`](crate::layer_norm::choose_variant) instead.
+///
+/// Returns `[out, mean, rstd]`: `out` has the input's dtype and shape (contiguous); `mean` and
+/// `rstd` are F32 with the input's shape without its last dimension (one value per row), `rstd`
+/// being `1 / sqrt(var + epsilon)` with the biased variance.
+///
+/// `weight` (gamma) and `bias` (beta) must have shape `[d]` and the input's dtype.
+///
+/// # Panics
+/// Before launching anything, if `input` is a scalar (rank 0) or has an empty last dimension,
+/// if gamma or beta has the wrong shape or dtype, if the dtype is not F32/F16/BF16 or not
+/// supported by the device, or if `epsilon` is negative or not finite.
+pub fn layer_norm_forward<R: cubecl::Runtime>(
     client: &ComputeClient<R>,
     input: TensorBuffer,
     weight: TensorBuffer,
@@ -671,7 +688,28 @@ pub(crate) fn forward_tuned<R: cubecl::Runtime>(
     out
 }
 
-pub(crate) fn backward_tuned<R: cubecl::Runtime>(
+/// LayerNorm backward: the gradients of `out = layer_norm(input, weight, bias)` given the
+/// upstream gradient `grad` (dy) and the forward's `mean` and `rstd`.
+///
+/// Autotuned like [`layer_norm_forward`] (its own tuner and cache).
+///
+/// Returns `[dx, dgamma, dbeta]`: `dx` has the input's dtype and shape (contiguous); `dgamma`
+/// and `dbeta` have the weight's dtype and shape `[d]`. `dbeta` is the sum of `dy` over the
+/// rows; it does not depend on beta, so it is returned whether or not the forward had a beta,
+/// and callers without one may drop it. With zero rows, `dgamma` and `dbeta` are zeros.
+///
+/// `grad` must have the input's shape and dtype; `mean` and `rstd` must be F32 with one element
+/// per row (any shape, e.g. the forward's `[..]` or a keep-dim `[.., 1]`). `rstd` is used as
+/// given; `mean` only as a close approximation of the row's mean: the kernel corrects it by the
+/// mean of `x - mean` over the row, so `xhat = ((x - mean) - mean(x - mean)) * rstd` is centred
+/// on the exact mean of `x` even where the f32 `mean` cannot resolve the row's spread (mean 1e4,
+/// std 1e-2). With the forward's statistics the gradients therefore match the exact f64
+/// gradient computed from `x` alone (to ~1e-7 relative in f32).
+///
+/// # Panics
+/// Before launching anything, on any mismatch above, or as [`layer_norm_forward`] for the
+/// input and weight.
+pub fn layer_norm_backward<R: cubecl::Runtime>(
     client: &ComputeClient<R>,
     input: TensorBuffer,
     weight: TensorBuffer,

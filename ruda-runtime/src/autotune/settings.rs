@@ -10,6 +10,9 @@ use cubecl::config::{CubeClRuntimeConfig, RuntimeConfig, cache::CacheConfig};
 pub const ENV_AUTOTUNE: &str = "RUDA_AUTOTUNE";
 /// `RUDA_AUTOTUNE_DIR`: the cache root, for ruda's tuners and CubeCL's alike.
 pub const ENV_AUTOTUNE_DIR: &str = "RUDA_AUTOTUNE_DIR";
+/// `RUDA_COMPILATION_CACHE`: `off` (also `0`, `false`, `no`) keeps compiled kernels in memory
+/// only (see [`crate::compilation_cache`]).
+pub const ENV_COMPILATION_CACHE: &str = "RUDA_COMPILATION_CACHE";
 /// `RUDA_AUTOTUNE_FINGERPRINT`: replaces the driver fingerprint in the cache identity
 /// (`none` for the unknown-driver case). For tests and for pinning a cache on purpose.
 pub const ENV_AUTOTUNE_FINGERPRINT: &str = "RUDA_AUTOTUNE_FINGERPRINT";
@@ -46,7 +49,7 @@ impl AutotuneSettings {
             )
         };
         let enabled = !off(ENV_AUTOTUNE);
-        let compilation_cache = !off(crate::compilation_cache::ENV_COMPILATION_CACHE);
+        let compilation_cache = !off(ENV_COMPILATION_CACHE);
         let dir = var(ENV_AUTOTUNE_DIR).map(PathBuf::from);
         let fingerprint_override = var(ENV_AUTOTUNE_FINGERPRINT).map(|v| {
             if v.trim().eq_ignore_ascii_case("none") {
@@ -149,7 +152,7 @@ mod tests {
             std::env::set_var(ENV_AUTOTUNE, "OFF");
             std::env::set_var(ENV_AUTOTUNE_DIR, "/tmp/x");
             std::env::set_var(ENV_AUTOTUNE_FINGERPRINT, "None");
-            std::env::set_var(crate::compilation_cache::ENV_COMPILATION_CACHE, "off");
+            std::env::set_var(ENV_COMPILATION_CACHE, "off");
         }
         let s = AutotuneSettings::from_env();
         assert!(!s.enabled);
@@ -161,7 +164,7 @@ mod tests {
             std::env::remove_var(ENV_AUTOTUNE_DIR);
             std::env::set_var(ENV_AUTOTUNE_FINGERPRINT, "driver=1");
         }
-        unsafe { std::env::remove_var(crate::compilation_cache::ENV_COMPILATION_CACHE) };
+        unsafe { std::env::remove_var(ENV_COMPILATION_CACHE) };
         let s = AutotuneSettings::from_env();
         assert!(s.enabled);
         assert!(s.compilation_cache);

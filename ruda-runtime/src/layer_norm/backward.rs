@@ -13,7 +13,7 @@ use super::{
     plan::{Plan, address_type},
     validate::check_backward,
 };
-use crate::runtime::normalization::TensorBuffer;
+use crate::tensor_buffer::TensorBuffer;
 
 /// Units per cube of the final column reduction.
 const REDUCE_UNITS: usize = 256;

@@ -13,7 +13,7 @@ use super::{
     plan::{Plan, address_type},
     validate::check_forward,
 };
-use crate::runtime::normalization::TensorBuffer;
+use crate::tensor_buffer::TensorBuffer;
 
 pub(crate) fn forward<R: cubecl::Runtime>(
     client: &ComputeClient<R>,

@@ -2,7 +2,7 @@
 
 use cubecl::{client::ComputeClient, prelude::*};
 
-use crate::runtime::normalization::TensorBuffer;
+use crate::tensor_buffer::TensorBuffer;
 
 /// Whether [`into_contiguous`] copies `buffer`.
 pub(crate) fn needs_copy(buffer: &TensorBuffer) -> bool {

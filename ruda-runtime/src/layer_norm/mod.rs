@@ -8,8 +8,12 @@
 //! out  = (x - mean) * rstd * gamma + beta
 //! ```
 //!
-//! - [`layer_norm_forward`] returns `[out, mean, rstd]`; [`layer_norm_backward`] takes
-//!   `x, gamma, dy, mean, rstd` and returns `[dx, dgamma, dbeta]`.
+//! - Forward returns `[out, mean, rstd]`; backward takes `x, gamma, dy, mean, rstd` and returns
+//!   `[dx, dgamma, dbeta]`. The entry points of this module run a forced [`Strategy`]
+//!   ([`layer_norm_forward_with`], [`layer_norm_backward_with`]); the autotuned ones, which the
+//!   ruda runtimes' hooks call, are [`crate::layer_norm_forward`] and
+//!   [`crate::layer_norm_backward`] (in [`crate::autotune::layer_norm`], which builds on this
+//!   module).
 //! - Element types F32, F16 and BF16 (where the device supports it), all tensors of one dtype;
 //!   statistics are always F32, and all arithmetic is accumulated in f32.
 //! - No cancellation, even for rows with a large mean and a small spread (mean 1e4, std 1e-2):
@@ -50,7 +54,7 @@ pub(crate) mod validate;
 use burn_backend::DType;
 use cubecl::client::ComputeClient;
 
-use crate::runtime::normalization::TensorBuffer;
+use crate::tensor_buffer::TensorBuffer;
 
 pub use plan::MAX_VECTORS_PER_UNIT;
 
@@ -225,37 +229,10 @@ pub fn choose_variant(d: usize, rows: usize, dtype: DType, has_plane: bool) -> V
     }
 }
 
-/// LayerNorm forward over the last dimension of `input`.
-///
-/// The variant and vector width are autotuned per (d bucket, vector width, rows bucket, dtype)
-/// ([`crate::autotune`]): cached on disk under the device's driver fingerprint for the ruda
-/// runtimes, in memory for the process when there is none; `RUDA_AUTOTUNE=off` runs
-/// [`choose_variant`] instead.
-///
-/// Returns `[out, mean, rstd]`: `out` has the input's dtype and shape (contiguous); `mean` and
-/// `rstd` are F32 with the input's shape without its last dimension (one value per row), `rstd`
-/// being `1 / sqrt(var + epsilon)` with the biased variance.
-///
-/// `weight` (gamma) and `bias` (beta) must have shape `[d]` and the input's dtype.
+/// [`crate::layer_norm_forward`] with a forced [`Variant`] or [`Strategy`].
 ///
 /// # Panics
-/// Before launching anything, if `input` is a scalar (rank 0) or has an empty last dimension,
-/// if gamma or beta has the wrong shape or dtype, if the dtype is not F32/F16/BF16 or not
-/// supported by the device, or if `epsilon` is negative or not finite.
-pub fn layer_norm_forward<R: cubecl::Runtime>(
-    client: &ComputeClient<R>,
-    input: TensorBuffer,
-    weight: TensorBuffer,
-    bias: Option<TensorBuffer>,
-    epsilon: f64,
-) -> [TensorBuffer; 3] {
-    crate::autotune::layer_norm::forward_tuned(client, input, weight, bias, epsilon)
-}
-
-/// [`layer_norm_forward`] with a forced [`Variant`] or [`Strategy`].
-///
-/// # Panics
-/// As [`layer_norm_forward`]; also, before launching anything, if a register variant cannot
+/// As [`crate::layer_norm_forward`]; also, before launching anything, if a register variant cannot
 /// hold the row (more than [`MAX_VECTORS_PER_UNIT`] vectors per unit) or [`Reduction::Plane`]
 /// is forced on a device without plane operations.
 pub fn layer_norm_forward_with<R: cubecl::Runtime>(
@@ -270,42 +247,10 @@ pub fn layer_norm_forward_with<R: cubecl::Runtime>(
     forward::forward(client, input, weight, bias, epsilon, choice).expect("forced strategies panic")
 }
 
-/// LayerNorm backward: the gradients of `out = layer_norm(input, weight, bias)` given the
-/// upstream gradient `grad` (dy) and the forward's `mean` and `rstd`.
-///
-/// Autotuned like [`layer_norm_forward`] (its own tuner and cache).
-///
-/// Returns `[dx, dgamma, dbeta]`: `dx` has the input's dtype and shape (contiguous); `dgamma`
-/// and `dbeta` have the weight's dtype and shape `[d]`. `dbeta` is the sum of `dy` over the
-/// rows; it does not depend on beta, so it is returned whether or not the forward had a beta,
-/// and callers without one may drop it. With zero rows, `dgamma` and `dbeta` are zeros.
-///
-/// `grad` must have the input's shape and dtype; `mean` and `rstd` must be F32 with one element
-/// per row (any shape, e.g. the forward's `[..]` or a keep-dim `[.., 1]`). `rstd` is used as
-/// given; `mean` only as a close approximation of the row's mean: the kernel corrects it by the
-/// mean of `x - mean` over the row, so `xhat = ((x - mean) - mean(x - mean)) * rstd` is centred
-/// on the exact mean of `x` even where the f32 `mean` cannot resolve the row's spread (mean 1e4,
-/// std 1e-2). With the forward's statistics the gradients therefore match the exact f64
-/// gradient computed from `x` alone (to ~1e-7 relative in f32).
+/// [`crate::layer_norm_backward`] with a forced [`Variant`] or [`Strategy`].
 ///
 /// # Panics
-/// Before launching anything, on any mismatch above, or as [`layer_norm_forward`] for the
-/// input and weight.
-pub fn layer_norm_backward<R: cubecl::Runtime>(
-    client: &ComputeClient<R>,
-    input: TensorBuffer,
-    weight: TensorBuffer,
-    grad: TensorBuffer,
-    mean: TensorBuffer,
-    rstd: TensorBuffer,
-) -> [TensorBuffer; 3] {
-    crate::autotune::layer_norm::backward_tuned(client, input, weight, grad, mean, rstd)
-}
-
-/// [`layer_norm_backward`] with a forced [`Variant`] or [`Strategy`].
-///
-/// # Panics
-/// As [`layer_norm_backward`] and [`layer_norm_forward_with`].
+/// As [`crate::layer_norm_backward`] and [`layer_norm_forward_with`].
 pub fn layer_norm_backward_with<R: cubecl::Runtime>(
     client: &ComputeClient<R>,
     input: TensorBuffer,

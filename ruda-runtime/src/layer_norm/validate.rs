@@ -6,7 +6,7 @@ use alloc::{format, string::String};
 use burn_backend::DType;
 use cubecl::{client::ComputeClient, ir::StorageType, zspace::Shape};
 
-use crate::runtime::normalization::TensorBuffer;
+use crate::tensor_buffer::TensorBuffer;
 
 /// `[2, 3]` rather than the `Debug` form of [`Shape`].
 pub(crate) fn fmt_shape(shape: &Shape) -> String {
@@ -75,7 +75,7 @@ fn check_dtype(op: &str, name: &str, tensor: &TensorBuffer, input: &TensorBuffer
     );
 }
 
-/// Checks of [`super::layer_norm_forward`].
+/// Checks of [`crate::layer_norm_forward`].
 pub(crate) fn check_forward<R: cubecl::Runtime>(
     client: &ComputeClient<R>,
     input: &TensorBuffer,
@@ -96,7 +96,7 @@ pub(crate) fn check_forward<R: cubecl::Runtime>(
     problem
 }
 
-/// Checks of [`super::layer_norm_backward`].
+/// Checks of [`crate::layer_norm_backward`].
 pub(crate) fn check_backward<R: cubecl::Runtime>(
     client: &ComputeClient<R>,
     input: &TensorBuffer,

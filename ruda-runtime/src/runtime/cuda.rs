@@ -12,9 +12,9 @@ use cubecl::{
     zspace::{Shape, Strides},
 };
 
-use super::backend::Runtime;
-use super::normalization::TensorBuffer;
 use crate::fingerprint::{ClientRegistry, DriverFingerprint};
+use crate::hooks::Runtime;
+use crate::tensor_buffer::TensorBuffer;
 
 /// NVIDIA GPUs through CubeCL's CUDA runtime (NVRTC-compiled kernels), with native LayerNorm.
 ///
@@ -87,7 +87,7 @@ impl Runtime for RudaCuda {
         bias: Option<TensorBuffer>,
         epsilon: f64,
     ) -> [TensorBuffer; 3] {
-        crate::layer_norm::layer_norm_forward(client, input, weight, bias, epsilon)
+        crate::layer_norm_forward(client, input, weight, bias, epsilon)
     }
 
     fn layer_norm_backward(
@@ -98,7 +98,7 @@ impl Runtime for RudaCuda {
         mean: TensorBuffer,
         rstd: TensorBuffer,
     ) -> [TensorBuffer; 3] {
-        crate::layer_norm::layer_norm_backward(client, input, weight, grad, mean, rstd)
+        crate::layer_norm_backward(client, input, weight, grad, mean, rstd)
     }
 
     fn autotune_driver_fingerprint(client: &ComputeClient<Self>) -> Option<String> {

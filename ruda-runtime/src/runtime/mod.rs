@@ -1,7 +1,4 @@
-//! The Ruda runtime trait, the buffer type of its hooks, and the ruda runtimes.
-
-pub mod backend;
-pub mod normalization;
+//! The ruda runtimes: CubeCL's CUDA and wgpu runtimes with the hooks of [`crate::Runtime`].
 
 #[cfg(feature = "cuda")]
 pub mod cuda;

@@ -1,0 +1,479 @@
+//! Every GPU check and benchmark of burn-ruda in one binary, for the GPU machine (which has no
+//! Rust toolchain): build it here, carry it there, run it beside `torch_layernorm.py`.
+//!
+//! ```text
+//! cargo build --release -p ruda-benches --bin gpu_suite --features gpu-suite
+//! ./target/release/gpu_suite            # all checks and benchmarks
+//! ./target/release/gpu_suite --quick    # small shapes (CPU adapters such as lavapipe)
+//! ./target/release/gpu_suite --quick --smoke   # and few iterations
+//! ./target/release/gpu_suite --no-differential # skip the op-by-op checks
+//! ./target/release/gpu_suite --differential-only  # only them
+//! ./target/release/gpu_suite --differential-only --only TransformerEncoder  # by name
+//! RUDA_AUTOTUNE_DIR=/tmp/at ./target/release/gpu_suite --autotune  # twice: tuning,
+//!                                                # then the cache of the first run
+//! ./target/release/gpu_suite --breakdown [--trace]  # LayerNorm through Burn, step by
+//!                                                # step [and the host spans of the slow steps]
+//! ./target/release/gpu_suite --benchmarks --csv out.csv [--groups mnist_step,...]
+//!                                                # the published comparison (ruda_benches::suite)
+//!                                                # on every backend present; RUDA_BENCH_BACKENDS
+//!                                                # narrows the backends
+//! ```
+//!
+//! Sections: the device list with fingerprints; LayerNorm correctness on CUDA and on the wgpu
+//! GPU (or the CPU adapter when there is no GPU) against an f64 host reference; benchmarks of the
+//! native kernels (default rule and every variant) and of Burn's composed LayerNorm under
+//! `burn::backend::Autodiff`, timed as DESIGN.md says (wall clock + sync, warm-up, median); the
+//! differential suite of `ruda_tests::differential` (every Burn op family and the gradients of
+//! three models against NdArray) on CUDA and on the wgpu GPU.
+//! Benchmark rows use `torch_layernorm.py`'s format. Exits non-zero if a check fails.
+
+use burn::backend::Autodiff;
+use ruda_benches::layer_norm::{self as bench, Case, SHAPES};
+use ruda_benches::timing::TimingPlan;
+use ruda_runtime::Runtime;
+use ruda_runtime::layer_norm::{Reduction, Strategy, Variant};
+use ruda_runtime::prelude::DType;
+
+/// Every GPU check and benchmark of burn-ruda (see the file's docs).
+#[derive(clap::Parser, Debug)]
+#[command(name = "gpu_suite")]
+struct Options {
+    /// Small shapes (CPU adapters such as lavapipe)
+    #[arg(long)]
+    quick: bool,
+    /// With --quick: few iterations
+    #[arg(long)]
+    smoke: bool,
+    /// Skip Burn's composed LayerNorm baselines
+    #[arg(long)]
+    no_burn: bool,
+    /// LayerNorm through Burn, step by step
+    #[arg(long)]
+    breakdown: bool,
+    /// Skip the op-by-op differential checks
+    #[arg(long)]
+    no_differential: bool,
+    /// With --breakdown: the host spans of the slow steps
+    #[arg(long)]
+    trace: bool,
+    /// Only the differential checks
+    #[arg(long)]
+    differential_only: bool,
+    /// First and cached call per shape, cache identity and choices
+    #[arg(long)]
+    autotune: bool,
+    /// Only the differential checks whose name contains NAME
+    #[arg(long, value_name = "NAME")]
+    only: Option<String>,
+    /// The published comparison on every backend present (RUDA_BENCH_BACKENDS narrows them)
+    #[arg(long)]
+    benchmarks: bool,
+    /// Where --benchmarks writes its CSV
+    #[arg(long, value_name = "PATH")]
+    csv: Option<String>,
+    /// Only these benchmark groups (comma-separated)
+    #[arg(long, value_name = "A,B")]
+    groups: Option<String>,
+}
+
+fn main() {
+    let options = <Options as clap::Parser>::parse();
+    if options.trace && !ruda_benches::span_profile::install() {
+        eprintln!("--trace: another tracing subscriber is installed; no spans will be recorded");
+    }
+    if options.breakdown {
+        breakdown(&options);
+        return;
+    }
+    if options.autotune {
+        autotune_only();
+        return;
+    }
+    if options.benchmarks {
+        benchmarks(&options);
+        return;
+    }
+    if options.differential_only {
+        let failures = differential_only(options.only.as_deref());
+        println!("\n## Result\n\n{failures} check(s) failed");
+        std::process::exit(if failures > 0 { 1 } else { 0 });
+    }
+    println!(
+        "# burn-ruda gpu_suite {}",
+        if options.quick { "(quick)" } else { "" }
+    );
+    println!("\n## Devices\n");
+    ruda_runtime::device::print_devices();
+
+    let mut failures = 0;
+
+    #[cfg(feature = "cuda")]
+    if ruda_runtime::runtime::cuda::cuda_device_count() > 0 {
+        let device = cubecl::cuda::CudaDevice::new(0);
+        failures += suite::<ruda_runtime::RudaCuda>("ruda-cuda", &device, &options);
+        if !options.no_differential {
+            failures += differential::<burn_ruda::Ruda<ruda_runtime::RudaCuda>>(
+                "burn_ruda-cuda",
+                &Default::default(),
+                options.only.as_deref(),
+            );
+        }
+        if !options.no_burn {
+            burn_baseline::<Autodiff<burn::backend::Cuda>>(
+                "burn-cuda",
+                &Default::default(),
+                &options,
+            );
+            burn_baseline::<burn_ruda::Autodiff<burn_ruda::Ruda<ruda_runtime::RudaCuda>>>(
+                "burn_ruda-cuda",
+                &Default::default(),
+                &options,
+            );
+        }
+    }
+
+    #[cfg(feature = "wgpu")]
+    {
+        use cubecl::wgpu::WgpuDevice;
+        let devices: Vec<WgpuDevice> = ruda_runtime::runtime::wgpu::wgpu_adapters()
+            .into_iter()
+            .map(|(d, _)| d)
+            .collect();
+        let gpu = devices
+            .iter()
+            .find(|d| matches!(d, WgpuDevice::DiscreteGpu(_)));
+        let device = gpu
+            .cloned()
+            .or_else(|| devices.iter().find(|d| **d == WgpuDevice::Cpu).cloned());
+        if let Some(device) = device {
+            let name = if gpu.is_some() {
+                "ruda-vulkan"
+            } else {
+                "ruda-lavapipe"
+            };
+            failures += suite::<ruda_runtime::RudaWgpu>(name, &device, &options);
+            if !options.no_differential && gpu.is_some() {
+                failures += differential::<burn_ruda::Ruda<ruda_runtime::RudaWgpu>>(
+                    "burn_ruda-vulkan",
+                    &device,
+                    options.only.as_deref(),
+                );
+            }
+            if !options.no_burn {
+                let burn_name = if gpu.is_some() {
+                    "burn-vulkan"
+                } else {
+                    "burn-lavapipe"
+                };
+                burn_baseline::<Autodiff<burn::backend::Wgpu>>(burn_name, &device, &options);
+                let ruda_name = if gpu.is_some() {
+                    "burn_ruda-vulkan"
+                } else {
+                    "burn_ruda-lavapipe"
+                };
+                burn_baseline::<burn_ruda::Autodiff<burn_ruda::Ruda<ruda_runtime::RudaWgpu>>>(
+                    ruda_name, &device, &options,
+                );
+            }
+        }
+    }
+
+    println!("\n## Result\n\n{failures} check(s) failed");
+    if failures > 0 {
+        std::process::exit(1);
+    }
+}
+
+/// The published comparison (`--benchmarks`): every workload of `ruda_benches::suite` on
+/// every backend present (or those `RUDA_BENCH_BACKENDS` names), one workload at a time across
+/// the backends; a table on stdout and, with `--csv`, the CSV `bench_plots` draws.
+fn benchmarks(options: &Options) {
+    use ruda_benches::contenders::Contender;
+    use ruda_benches::report::write_csv;
+    use ruda_benches::suite::{measure, suite};
+    let contenders = Contender::selected();
+    println!("\n## Benchmarks: the same work on every backend\n");
+    for c in &contenders {
+        println!("# {c}: {}", c.backend_type());
+    }
+    let groups: Option<Vec<&str>> = options.groups.as_deref().map(|g| g.split(',').collect());
+    println!("\ngroup\tcase\tbackend\tmedian_us\tthroughput\tdevice");
+    let mut rows = Vec::new();
+    for workload in suite(options.quick) {
+        if groups
+            .as_ref()
+            .is_some_and(|g| !g.contains(&workload.group()))
+        {
+            continue;
+        }
+        for contender in &contenders {
+            match measure(contender, workload) {
+                None => {}
+                Some(Ok(row)) => {
+                    println!("{}", row.table_row());
+                    rows.push(row);
+                }
+                Some(Err(e)) => println!("# FAILED {e}"),
+            }
+        }
+        // Each row as soon as it is measured: a command cut off by a time limit keeps them.
+        if let Some(path) = &options.csv
+            && let Err(e) = write_csv(std::path::Path::new(path), &rows)
+        {
+            eprintln!("cannot write {path}: {e}");
+        }
+    }
+}
+
+/// Only the differential checks (`--differential-only`), on CUDA and else the wgpu device.
+fn differential_only(only: Option<&str>) -> usize {
+    #[cfg(feature = "cuda")]
+    if ruda_runtime::runtime::cuda::cuda_device_count() > 0 {
+        return differential::<burn_ruda::Ruda<ruda_runtime::RudaCuda>>(
+            "burn_ruda-cuda",
+            &Default::default(),
+            only,
+        );
+    }
+    differential::<burn_ruda::Ruda<ruda_runtime::RudaWgpu>>(
+        "burn_ruda-wgpu",
+        &Default::default(),
+        only,
+    )
+}
+
+/// Only the LayerNorm autotuning section (`--autotune`), on CUDA or else the wgpu device.
+fn autotune_only() {
+    #[cfg(feature = "cuda")]
+    if ruda_runtime::runtime::cuda::cuda_device_count() > 0 {
+        return autotune::<ruda_runtime::RudaCuda>("ruda-cuda", &Default::default());
+    }
+    autotune::<ruda_runtime::RudaWgpu>("ruda-wgpu", &Default::default());
+}
+
+/// The first forward and backward call per shape (tuning on a fresh cache, a lookup on a cache
+/// an earlier process wrote), the steady-state times, then the cache identity, files and the
+/// candidate chosen per key (`ruda_runtime::autotune::autotune_report`).
+fn autotune<R: Runtime>(name: &str, device: &R::Device) {
+    let client = R::client(device);
+    println!("\n## {name}: LayerNorm autotuning, f32\n");
+    println!("shape\tfirst_fwd_us\tfirst_bwd_us\tfwd_us\tfwdbwd_us");
+    for (rows, d) in SHAPES {
+        let case = Case {
+            rows,
+            d,
+            dtype: DType::F32,
+        };
+        let (first_fwd, first_bwd) = bench::first_calls_us::<R>(device, case);
+        let steady = bench::native::<R>(device, case, None, TimingPlan::STANDARD);
+        println!(
+            "{rows}x{d}\t{first_fwd:.0}\t{first_bwd:.0}\t{:.1}\t{:.1}",
+            steady.fwd_us, steady.fwdbwd_us
+        );
+    }
+    println!(
+        "\n{}",
+        ruda_runtime::autotune::autotune_report(&client, device)
+    );
+}
+
+/// Only the breakdown of LayerNorm through Burn (`--breakdown`), on CUDA or else the wgpu
+/// device.
+fn breakdown(options: &Options) {
+    type RudaAd<R> = burn_ruda::Autodiff<burn_ruda::Ruda<R>>;
+    let shapes = if options.quick {
+        vec![(1024, 1024)]
+    } else {
+        vec![(16384, 1024), (16384, 4096)]
+    };
+    println!("\n## burn_ruda: LayerNorm through Burn, step by step (f32)\n");
+    println!("impl\tshape\tstep\tlatency_us\tenqueue_us\tthroughput_us");
+    for (rows, d) in shapes {
+        #[cfg(feature = "cuda")]
+        if ruda_runtime::runtime::cuda::cuda_device_count() > 0 {
+            ruda_benches::breakdown::print_raw_breakdown::<ruda_runtime::RudaCuda>(
+                "ruda-cuda",
+                &Default::default(),
+                rows,
+                d,
+                plan(options),
+            );
+            ruda_benches::breakdown::print_breakdown::<RudaAd<ruda_runtime::RudaCuda>>(
+                "burn_ruda-cuda",
+                &Default::default(),
+                rows,
+                d,
+                plan(options),
+            );
+            if options.trace {
+                ruda_benches::breakdown::print_breakdown_trace::<RudaAd<ruda_runtime::RudaCuda>>(
+                    &Default::default(),
+                    rows,
+                    d,
+                );
+            }
+            continue;
+        }
+        ruda_benches::breakdown::print_breakdown::<RudaAd<ruda_runtime::RudaWgpu>>(
+            "burn_ruda-wgpu",
+            &Default::default(),
+            rows,
+            d,
+            plan(options),
+        );
+        if options.trace {
+            ruda_benches::breakdown::print_breakdown_trace::<RudaAd<ruda_runtime::RudaWgpu>>(
+                &Default::default(),
+                rows,
+                d,
+            );
+        }
+    }
+}
+
+fn shapes(options: &Options) -> Vec<(usize, usize)> {
+    if options.quick {
+        vec![(256, 768), (1024, 1024), (128, 4096)]
+    } else {
+        SHAPES.to_vec()
+    }
+}
+
+fn plan(options: &Options) -> TimingPlan {
+    if options.smoke {
+        TimingPlan::QUICK
+    } else {
+        TimingPlan::STANDARD
+    }
+}
+
+fn supports(client: &cubecl::client::ComputeClient<impl cubecl::Runtime>, dtype: DType) -> bool {
+    let storage: cubecl::ir::StorageType = dtype.into();
+    client.properties().supports_type(storage)
+}
+
+/// Correctness checks and native benchmarks of runtime `R` on `device`; returns the failures.
+fn suite<R: Runtime>(name: &str, device: &R::Device, options: &Options) -> usize {
+    let client = R::client(device);
+    println!("\n## {name}: LayerNorm checks against the f64 reference\n");
+    let failures = ruda_tests::layer_norm_checks::run_all(&client, !options.quick);
+
+    println!("\n## {name}: LayerNorm benchmarks (native kernels, default rule)\n");
+    println!("impl\tdtype\tshape\tfwd_us\tfwd_GBps\tfwdbwd_us\tfwdbwd_GBps");
+    for dtype in [DType::F32, DType::BF16, DType::F16] {
+        if !supports(&client, dtype) {
+            println!("# {dtype:?} not supported on this device: skipped");
+            continue;
+        }
+        if options.quick && dtype != DType::F32 {
+            continue;
+        }
+        for (rows, d) in shapes(options) {
+            let case = Case { rows, d, dtype };
+            let timing = bench::native::<R>(device, case, None, plan(options));
+            println!("{}", timing.row(name, &case));
+        }
+    }
+
+    println!("\n## {name}: every variant, f32\n");
+    println!("impl\tdtype\tshape\tfwd_us\tfwd_GBps\tfwdbwd_us\tfwdbwd_GBps");
+    let has_plane = client
+        .properties()
+        .features
+        .plane
+        .contains(cubecl::features::Plane::Ops);
+    for (rows, d) in shapes(options) {
+        let case = Case {
+            rows,
+            d,
+            dtype: DType::F32,
+        };
+        for variant in ruda_tests::layer_norm_checks::VARIANTS {
+            // One unit per row is for CPU adapters; on a GPU it would only cost device time.
+            if variant == Variant::UnitPerRow && has_plane {
+                continue;
+            }
+            let mut reductions = vec![Reduction::SharedMemory];
+            if has_plane {
+                reductions.push(Reduction::Plane);
+            }
+            for reduction in reductions {
+                if !variant_fits(variant, d) {
+                    continue;
+                }
+                let strategy = Strategy { variant, reduction };
+                let timing = bench::native::<R>(device, case, Some(strategy), plan(options));
+                println!(
+                    "{}",
+                    timing.row(&format!("{name}/{variant:?}/{reduction:?}"), &case)
+                );
+            }
+        }
+    }
+    failures
+}
+
+/// The differential suite (every op family against NdArray; gradients of an MLP, a CNN and a
+/// `TransformerEncoder` under `burn_ruda::Autodiff<B>` against `Autodiff<NdArray>`) on `B`, the
+/// same checks `tests/burn_backend.rs` runs on lavapipe; returns the failures.
+fn differential<B: burn_ruda::LayerNormBackend>(
+    name: &str,
+    device: &B::Device,
+    only: Option<&str>,
+) -> usize {
+    use ruda_tests::differential::{Family, MatmulPrecision, report, run_checks_with};
+    println!("\n## {name}: differential checks against NdArray\n");
+    let precision = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        MatmulPrecision::of::<B>(device)
+    }));
+    println!(
+        "# f32 matmul operands on this device: {precision:?} (measured; the matmul, convolution \
+         and attention checks allow its rounding)"
+    );
+    // Family by family, so that each result is printed as soon as it is known.
+    Family::ALL
+        .iter()
+        .map(|family| {
+            let outcomes =
+                run_checks_with::<B, burn_ruda::Autodiff<B>>(&[*family], device, device, |check| {
+                    let selected = only.is_none_or(|only| check.contains(only));
+                    if selected {
+                        eprintln!("running: {check}");
+                    }
+                    selected
+                });
+            report(&outcomes)
+        })
+        .sum()
+}
+
+/// Whether `variant` accepts rows of `d` (the register-held variants have a size limit).
+fn variant_fits(variant: Variant, d: usize) -> bool {
+    match variant {
+        Variant::PlanePerRow => d <= 32 * 4 * ruda_runtime::layer_norm::MAX_VECTORS_PER_UNIT,
+        Variant::CubePerRow => d <= 256 * 4 * ruda_runtime::layer_norm::MAX_VECTORS_PER_UNIT,
+        Variant::CubePerRowLooped | Variant::UnitPerRow => true,
+    }
+}
+
+/// `burn::nn::LayerNorm` under an autodiff backend `B`, f32, the same shapes: Burn's composed
+/// ops under `burn::backend::Autodiff`, the native node under `burn_ruda::Autodiff`.
+fn burn_baseline<B: burn::tensor::backend::AutodiffBackend>(
+    name: &str,
+    device: &B::Device,
+    options: &Options,
+) {
+    println!(
+        "\n## {name}: burn::nn::LayerNorm through Burn (forward; forward + backward + x.grad), f32\n"
+    );
+    println!("impl\tdtype\tshape\tfwd_us\tfwd_GBps\tfwdbwd_us\tfwdbwd_GBps");
+    for (rows, d) in shapes(options) {
+        let case = Case {
+            rows,
+            d,
+            dtype: DType::F32,
+        };
+        let timing = bench::burn_layer_norm::<B>(device, rows, d, plan(options));
+        println!("{}", timing.row(name, &case));
+    }
+}

@@ -1,0 +1,18 @@
+//! burn-ruda's benchmarks: one set of workloads (LayerNorm kernels and `burn::nn::LayerNorm`
+//! through Burn, the transformer and MNIST training steps) timed one way on ruda and on every
+//! Burn built-in backend present (DESIGN.md: wall clock around a call that ends with a device
+//! sync, warm-up first, median).
+//!
+//! Front ends: `cargo bench -p ruda-benches` (criterion, `benches/backends.rs`), and the GPU
+//! suite (`src/bin/gpu_suite.rs`), which also runs the correctness checks of `ruda-tests` on the
+//! GPU machine and writes the CSV that `src/bin/bench_plots.rs` draws. Results and the scripts
+//! that produced them are under `results/` and `scripts/`.
+
+pub mod breakdown;
+pub mod contenders;
+pub mod layer_norm;
+pub mod report;
+pub mod span_profile;
+pub mod suite;
+pub mod timing;
+pub mod workloads;

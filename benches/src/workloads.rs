@@ -1,0 +1,296 @@
+//! The work every contender runs: LayerNorm at the kernel level and through Burn, a transformer
+//! training step and an MNIST training step. [`prepare`] builds one synchronized call of a
+//! workload on a contender, so that criterion and the GPU suite time exactly the same thing.
+
+use burn::module::AutodiffModule;
+use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{Distribution, Int, Tensor};
+use ruda_runtime::Runtime;
+use ruda_runtime::prelude::DType;
+
+use crate::contenders::Contender;
+use crate::layer_norm::{Case, EPSILON, Inputs, Pass, layer_norm_call};
+use crate::timing::Call;
+use mnist::data::MnistBatch;
+use mnist::model::{IMAGE_SIZE, MnistModel, MnistModelConfig, NUM_CLASSES};
+use transformer::data::CharLmBatch;
+use transformer::model::{CharLm, CharLmConfig};
+
+/// Sizes of the transformer training step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TransformerSize {
+    /// Pre-norm encoder layers.
+    pub layers: usize,
+    /// Width of the residual stream.
+    pub d_model: usize,
+    /// Attention heads.
+    pub heads: usize,
+    /// Characters per window.
+    pub seq_len: usize,
+    /// Windows per step.
+    pub batch: usize,
+    /// Vocabulary (the shipped Shakespeare text has 76 distinct characters).
+    pub vocab: usize,
+}
+
+impl TransformerSize {
+    /// DESIGN.md's step: 6 layers, d_model 512, 8 heads, d_ff 2048, seq 256, batch 32.
+    pub const DESIGN: TransformerSize = TransformerSize {
+        layers: 6,
+        d_model: 512,
+        heads: 8,
+        seq_len: 256,
+        batch: 32,
+        vocab: 76,
+    };
+    /// A step small enough for a CPU adapter in a CI smoke run.
+    pub const QUICK: TransformerSize = TransformerSize {
+        layers: 2,
+        d_model: 64,
+        heads: 4,
+        seq_len: 32,
+        batch: 4,
+        vocab: 76,
+    };
+
+    /// Tokens per step.
+    pub fn tokens(&self) -> usize {
+        self.seq_len * self.batch
+    }
+}
+
+/// One unit of benchmarked work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// ruda's native LayerNorm kernels through the runtime, no Burn (f32; `dy = 1`): only for
+    /// ruda's contenders. Burn's backends have no LayerNorm kernel; their LayerNorm is
+    /// [`Workload::LayerNormBurn`].
+    LayerNormKernel { rows: usize, d: usize, pass: Pass },
+    /// `burn::nn::LayerNorm` (f32) on `[rows, d]` under the contender's autodiff backend:
+    /// Burn's composed ops under `burn::backend::Autodiff`, the native node under
+    /// `burn_ruda::Autodiff`.
+    LayerNormBurn { rows: usize, d: usize, pass: Pass },
+    /// One Adam step of the character-level transformer of `examples/transformer.rs` on a
+    /// random batch: forward, loss, backward, optimizer update.
+    TransformerStep(TransformerSize),
+    /// One Adam step of the CNN of `examples/mnist.rs` on a random batch of `batch` digits.
+    MnistStep { batch: usize },
+}
+
+impl Workload {
+    /// The benchmark group: `layer_norm_kernel`, `layer_norm_burn`, `transformer_step` or
+    /// `mnist_step`.
+    pub fn group(&self) -> &'static str {
+        match self {
+            Workload::LayerNormKernel { .. } => "layer_norm_kernel",
+            Workload::LayerNormBurn { .. } => "layer_norm_burn",
+            Workload::TransformerStep(_) => "transformer_step",
+            Workload::MnistStep { .. } => "mnist_step",
+        }
+    }
+
+    /// The case within the group, e.g. `16384x1024/fwdbwd`, `L6-d512-h8-s256-b32`, `b32`.
+    pub fn case(&self) -> String {
+        match self {
+            Workload::LayerNormKernel { rows, d, pass }
+            | Workload::LayerNormBurn { rows, d, pass } => {
+                format!("{rows}x{d}/{}", pass.name())
+            }
+            Workload::TransformerStep(s) => format!(
+                "L{}-d{}-h{}-s{}-b{}",
+                s.layers, s.d_model, s.heads, s.seq_len, s.batch
+            ),
+            Workload::MnistStep { batch } => format!("b{batch}"),
+        }
+    }
+
+    /// Whether `contender` runs this workload (the kernel level is ruda's alone).
+    pub fn applies_to(&self, contender: &Contender) -> bool {
+        match self {
+            Workload::LayerNormKernel { .. } => contender.is_ruda(),
+            _ => true,
+        }
+    }
+
+    /// Work per call, in the unit of [`Workload::throughput_unit`]: bytes moved for LayerNorm
+    /// (f32), tokens for the transformer, images for MNIST.
+    pub fn work_per_call(&self) -> u64 {
+        match self {
+            Workload::LayerNormKernel { rows, d, pass }
+            | Workload::LayerNormBurn { rows, d, pass } => {
+                (rows * d * pass.elements_moved() * 4) as u64
+            }
+            Workload::TransformerStep(s) => s.tokens() as u64,
+            Workload::MnistStep { batch } => *batch as u64,
+        }
+    }
+
+    /// The unit of the throughput column: `GB/s` (effective bandwidth), `tokens/s`, `images/s`.
+    pub fn throughput_unit(&self) -> &'static str {
+        match self {
+            Workload::LayerNormKernel { .. } | Workload::LayerNormBurn { .. } => "GB/s",
+            Workload::TransformerStep(_) => "tokens/s",
+            Workload::MnistStep { .. } => "images/s",
+        }
+    }
+
+    /// Throughput of a call that took `us` microseconds.
+    pub fn throughput(&self, us: f64) -> f64 {
+        let per_second = self.work_per_call() as f64 / (us * 1e-6);
+        match self {
+            Workload::LayerNormKernel { .. } | Workload::LayerNormBurn { .. } => per_second / 1e9,
+            _ => per_second,
+        }
+    }
+}
+
+/// Builds `workload` on `contender` (model, optimizer, inputs; nothing is run yet) and returns
+/// its call; `None` when the workload does not apply ([`Workload::applies_to`]).
+pub fn prepare(contender: &Contender, workload: Workload) -> Option<Call> {
+    use burn::backend::{Autodiff as BurnAutodiff, NdArray, Wgpu};
+    if !workload.applies_to(contender) {
+        return None;
+    }
+    Some(match contender {
+        #[cfg(feature = "cuda")]
+        Contender::RudaCuda => match workload {
+            Workload::LayerNormKernel { rows, d, pass } => {
+                native_layer_norm::<ruda_runtime::RudaCuda>(Default::default(), rows, d, pass)
+            }
+            _ => autodiff_call::<burn_ruda::Autodiff<burn_ruda::Ruda<ruda_runtime::RudaCuda>>>(
+                Default::default(),
+                workload,
+            ),
+        },
+        #[cfg(feature = "cuda")]
+        Contender::RudaCudaComposed => autodiff_call::<
+            BurnAutodiff<burn_ruda::Ruda<ruda_runtime::RudaCuda>>,
+        >(Default::default(), workload),
+        #[cfg(not(feature = "cuda"))]
+        Contender::RudaCuda | Contender::RudaCudaComposed => {
+            panic!("{}: built without the `cuda` feature", contender.name())
+        }
+        Contender::BurnCuda => {
+            autodiff_call::<BurnAutodiff<burn::backend::Cuda>>(Default::default(), workload)
+        }
+        Contender::RudaWgpu(device) => match workload {
+            Workload::LayerNormKernel { rows, d, pass } => {
+                native_layer_norm::<ruda_runtime::RudaWgpu>(device.clone(), rows, d, pass)
+            }
+            _ => autodiff_call::<burn_ruda::Autodiff<burn_ruda::Ruda<ruda_runtime::RudaWgpu>>>(
+                device.clone(),
+                workload,
+            ),
+        },
+        Contender::BurnWgpu(device) => {
+            autodiff_call::<BurnAutodiff<Wgpu>>(device.clone(), workload)
+        }
+        Contender::NdArray => autodiff_call::<BurnAutodiff<NdArray>>(Default::default(), workload),
+    })
+}
+
+/// ruda's default (autotuned) LayerNorm kernels on runtime `R`: forward, or forward then
+/// backward with `dy = 1`, then a device sync.
+fn native_layer_norm<R: Runtime>(device: R::Device, rows: usize, d: usize, pass: Pass) -> Call {
+    let client = R::client(&device);
+    let case = Case {
+        rows,
+        d,
+        dtype: DType::F32,
+    };
+    let Inputs { x, gamma, beta, dy } = Inputs::new(&client, case);
+    Box::new(move || {
+        let [out, mean, rstd] = R::layer_norm(
+            &client,
+            x.clone(),
+            gamma.clone(),
+            Some(beta.clone()),
+            EPSILON,
+        );
+        drop(out);
+        if pass == Pass::ForwardBackward {
+            let grads =
+                R::layer_norm_backward(&client, x.clone(), gamma.clone(), dy.clone(), mean, rstd);
+            drop(grads);
+        }
+        cubecl::future::block_on(client.sync()).expect("device sync failed");
+    })
+}
+
+/// A workload through Burn under the autodiff backend `B`.
+fn autodiff_call<B: AutodiffBackend>(device: B::Device, workload: Workload) -> Call {
+    B::seed(&device, 42);
+    match workload {
+        Workload::LayerNormBurn { rows, d, pass } => layer_norm_call::<B>(device, rows, d, pass),
+        Workload::TransformerStep(size) => transformer_step::<B>(device, size),
+        Workload::MnistStep { batch } => mnist_step::<B>(device, batch),
+        Workload::LayerNormKernel { .. } => {
+            unreachable!("the kernel-level workload runs on ruda's runtimes, not through Burn")
+        }
+    }
+}
+
+/// Adam's learning rate in the step benchmarks (small: the benchmarks take many steps on one
+/// random batch, and the time of a step does not depend on it).
+const STEP_LEARNING_RATE: f64 = 1e-4;
+
+fn transformer_step<B: AutodiffBackend>(device: B::Device, size: TransformerSize) -> Call {
+    let model = CharLmConfig::new(size.vocab, size.seq_len)
+        .with_d_model(size.d_model)
+        .with_n_heads(size.heads)
+        .with_n_layers(size.layers)
+        .with_d_ff(4 * size.d_model)
+        .init::<B>(&device);
+    let tokens = || {
+        Tensor::<B, 2, Int>::random(
+            [size.batch, size.seq_len],
+            Distribution::Uniform(0.0, size.vocab as f64),
+            &device,
+        )
+    };
+    let batch = CharLmBatch {
+        inputs: tokens(),
+        targets: tokens(),
+    };
+    adam_step(device, model, move |m: &CharLm<B>| {
+        m.forward_loss(batch.clone()).loss
+    })
+}
+
+fn mnist_step<B: AutodiffBackend>(device: B::Device, batch_size: usize) -> Call {
+    let model = MnistModelConfig::new().init::<B>(&device);
+    let batch = MnistBatch {
+        images: Tensor::<B, 3>::random(
+            [batch_size, IMAGE_SIZE, IMAGE_SIZE],
+            Distribution::Normal(0.0, 1.0),
+            &device,
+        ),
+        targets: Tensor::<B, 1, Int>::random(
+            [batch_size],
+            Distribution::Uniform(0.0, NUM_CLASSES as f64),
+            &device,
+        ),
+    };
+    adam_step(device, model, move |m: &MnistModel<B>| {
+        m.forward_classification(batch.clone()).loss
+    })
+}
+
+/// One Adam step of `model` on the loss `loss` computes, then a device sync.
+fn adam_step<B: AutodiffBackend, M: AutodiffModule<B> + 'static>(
+    device: B::Device,
+    model: M,
+    loss: impl Fn(&M) -> Tensor<B, 1> + 'static,
+) -> Call {
+    let mut model = Some(model);
+    let mut optimizer = AdamConfig::new().init::<B, M>();
+    Box::new(move || {
+        let current = model
+            .take()
+            .expect("the model is put back after every step");
+        let grads = GradientsParams::from_grads(loss(&current).backward(), &current);
+        model = Some(optimizer.step(STEP_LEARNING_RATE, current, grads));
+        B::sync(&device).expect("device sync failed");
+    })
+}

@@ -1,0 +1,203 @@
+//! [`Ruda`]: the Burn backend, generated from the signature list of [`crate::signatures`].
+
+use core::fmt;
+use core::marker::PhantomData;
+
+use burn_backend::{
+    Backend, BackendTypes,
+    ops::{BoolTensorOps, FloatTensorOps, IntTensorOps, ModuleOps, QTensorOps},
+    tensor::{BoolTensor, Device, FloatTensor, IntTensor, QuantizedTensor},
+};
+use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
+
+use crate::layer_norm::{self, LayerNormBackend};
+use crate::signatures::*;
+use crate::transfer;
+
+// `LayerNormBackend` for `Ruda`: its native kernels, wired into Burn.
+mod layer_norm_ops;
+
+/// The backend `Ruda` delegates every operation to: Burn's fusion engine over burn-cubecl's
+/// kernels (feature `fusion`, on by default), or burn-cubecl's kernels directly.
+#[cfg(feature = "fusion")]
+pub type Inner<R, F, I, BT> = burn_fusion::Fusion<CubeBackend<R, F, I, BT>>;
+/// The backend `Ruda` delegates every operation to: burn-cubecl's kernels (feature `fusion`
+/// is off).
+#[cfg(not(feature = "fusion"))]
+pub type Inner<R, F, I, BT> = CubeBackend<R, F, I, BT>;
+
+/// The runtime [`Ruda`] uses when none is named: [`crate::RudaWgpu`] with feature `wgpu`,
+/// else [`crate::RudaCuda`].
+#[cfg(feature = "wgpu")]
+pub type DefaultRuntime = ruda_runtime::RudaWgpu;
+/// The runtime [`Ruda`] uses when none is named: [`crate::RudaWgpu`] with feature `wgpu`,
+/// else [`crate::RudaCuda`].
+#[cfg(all(feature = "cuda", not(feature = "wgpu")))]
+pub type DefaultRuntime = ruda_runtime::RudaCuda;
+
+macro_rules! declare_ruda {
+    ($($default:tt)*) => {
+        /// The Burn backend for ruda devices.
+        ///
+        /// `Ruda<R, F, I, BT>` runs on the ruda runtime `R` (a [`ruda_runtime::Runtime`]:
+        /// [`crate::RudaWgpu`], [`crate::RudaCuda`], or any CubeCL runtime with an
+        /// `impl ruda_runtime::Runtime`), with float element `F`, int element `I` and bool
+        /// element `BT`. Its tensors are those of [`Inner`] (Burn's fusion engine over
+        /// burn-cubecl), and every operation is delegated to it, except
+        /// [`ModuleOps::layer_norm`]: when `R::has_native_layer_norm()` it runs the runtime's
+        /// native fused kernel, otherwise Burn's composed LayerNorm.
+        ///
+        /// Swap it in where a Burn program names its backend:
+        ///
+        /// ```no_run
+        /// use burn_backend::{TensorData, ops::FloatTensorOps};
+        ///
+        /// // Before: type B = burn::backend::Wgpu;
+        /// type B = burn_ruda::Ruda;
+        /// let device = Default::default();
+        /// let x = B::float_from_data(TensorData::new(vec![1.0f32, 2.0], [2]), &device);
+        /// # let _ = x;
+        /// ```
+        ///
+        /// For training, wrap it in [`crate::Autodiff`] (LayerNorm forward and backward are
+        /// then one native kernel each) or in Burn's own `Autodiff` (composed LayerNorm).
+        pub struct Ruda<R $($default)*> {
+            _marker: PhantomData<fn() -> (R, F, I, BT)>,
+        }
+    };
+}
+
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+declare_ruda!(= DefaultRuntime, F = f32, I = i32, BT = u32);
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+declare_ruda!(, F = f32, I = i32, BT = u32);
+
+impl<R, F, I, BT> Clone for Ruda<R, F, I, BT> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<R, F, I, BT> Copy for Ruda<R, F, I, BT> {}
+
+impl<R, F, I, BT> Default for Ruda<R, F, I, BT> {
+    fn default() -> Self {
+        Self {
+            _marker: PhantomData,
+        }
+    }
+}
+
+impl<R, F, I, BT> fmt::Debug for Ruda<R, F, I, BT> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Ruda")
+    }
+}
+
+impl<R, F, I, BT> BackendTypes for Ruda<R, F, I, BT>
+where
+    R: ruda_runtime::Runtime + CubeRuntime,
+    F: FloatElement,
+    I: IntElement,
+    BT: BoolElement,
+{
+    type Device = <Inner<R, F, I, BT> as BackendTypes>::Device;
+    type FloatTensorPrimitive = <Inner<R, F, I, BT> as BackendTypes>::FloatTensorPrimitive;
+    type FloatElem = F;
+    type IntTensorPrimitive = <Inner<R, F, I, BT> as BackendTypes>::IntTensorPrimitive;
+    type IntElem = I;
+    type BoolTensorPrimitive = <Inner<R, F, I, BT> as BackendTypes>::BoolTensorPrimitive;
+    type BoolElem = BT;
+    type QuantizedTensorPrimitive = <Inner<R, F, I, BT> as BackendTypes>::QuantizedTensorPrimitive;
+}
+
+with_backend_signatures!(delegate_backend! {
+    {
+        impl [R, F, I, BT] Ruda<R, F, I, BT> => Inner<R, F, I, BT>;
+        where [
+            R: ruda_runtime::Runtime + CubeRuntime,
+            F: FloatElement,
+            I: IntElement,
+            BT: BoolElement,
+        ];
+        own RudaOwnOps
+    }
+});
+
+/// The methods of the signature list that `Ruda` implements itself (`#[own]` in the list).
+trait RudaOwnOps: Backend {
+    fn layer_norm(
+        tensor: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: Option<FloatTensor<Self>>,
+        epsilon: f64,
+    ) -> FloatTensor<Self>;
+    fn float_to_device(tensor: FloatTensor<Self>, device: &Device<Self>) -> FloatTensor<Self>;
+    fn int_to_device(tensor: IntTensor<Self>, device: &Device<Self>) -> IntTensor<Self>;
+    fn bool_to_device(tensor: BoolTensor<Self>, device: &Device<Self>) -> BoolTensor<Self>;
+    fn q_to_device(tensor: QuantizedTensor<Self>, device: &Device<Self>) -> QuantizedTensor<Self>;
+}
+
+/// Whether a move from `from` to `to` on runtime `R` must go through the host: the devices
+/// differ and the runtime has no device-to-device transport (see [`crate::transfer`]).
+fn through_host<R: CubeRuntime, D: PartialEq>(from: &D, to: &D) -> bool {
+    from != to && !transfer::runtime_transfers_between_devices::<R>()
+}
+
+impl<R, F, I, BT> RudaOwnOps for Ruda<R, F, I, BT>
+where
+    R: ruda_runtime::Runtime + CubeRuntime,
+    F: FloatElement,
+    I: IntElement,
+    BT: BoolElement,
+{
+    fn layer_norm(
+        tensor: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: Option<FloatTensor<Self>>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        if layer_norm::native_applies::<Self>(&tensor) {
+            let [out, _mean, _rstd] =
+                <Self as LayerNormBackend>::layer_norm_native(tensor, gamma, beta, epsilon);
+            out
+        } else {
+            // Burn's composed LayerNorm (the trait's default), on the inner backend.
+            <Inner<R, F, I, BT> as ModuleOps<Inner<R, F, I, BT>>>::layer_norm(
+                tensor, gamma, beta, epsilon,
+            )
+        }
+    }
+
+    fn float_to_device(tensor: FloatTensor<Self>, device: &Device<Self>) -> FloatTensor<Self> {
+        if through_host::<R, _>(&Inner::<R, F, I, BT>::float_device(&tensor), device) {
+            transfer::float_through_host::<Inner<R, F, I, BT>>(tensor, device)
+        } else {
+            Inner::<R, F, I, BT>::float_to_device(tensor, device)
+        }
+    }
+
+    fn int_to_device(tensor: IntTensor<Self>, device: &Device<Self>) -> IntTensor<Self> {
+        if through_host::<R, _>(&Inner::<R, F, I, BT>::int_device(&tensor), device) {
+            transfer::int_through_host::<Inner<R, F, I, BT>>(tensor, device)
+        } else {
+            Inner::<R, F, I, BT>::int_to_device(tensor, device)
+        }
+    }
+
+    fn bool_to_device(tensor: BoolTensor<Self>, device: &Device<Self>) -> BoolTensor<Self> {
+        if through_host::<R, _>(&Inner::<R, F, I, BT>::bool_device(&tensor), device) {
+            transfer::bool_through_host::<Inner<R, F, I, BT>>(tensor, device)
+        } else {
+            Inner::<R, F, I, BT>::bool_to_device(tensor, device)
+        }
+    }
+
+    fn q_to_device(tensor: QuantizedTensor<Self>, device: &Device<Self>) -> QuantizedTensor<Self> {
+        if through_host::<R, _>(&Inner::<R, F, I, BT>::q_device(&tensor), device) {
+            transfer::quantized_through_host::<Inner<R, F, I, BT>>(tensor, device)
+        } else {
+            Inner::<R, F, I, BT>::q_to_device(tensor, device)
+        }
+    }
+}

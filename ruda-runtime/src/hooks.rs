@@ -1,0 +1,81 @@
+//! The Ruda [`Runtime`] trait: a CubeCL runtime plus the hooks that make it a ruda runtime.
+
+use alloc::string::String;
+
+use crate::tensor_buffer::TensorBuffer;
+use cubecl::client::ComputeClient;
+
+/// Runtime for the `Ruda`.
+///
+/// Every method of [`cubecl::Runtime`] (compiler, server, device, client, name, launch limits,
+/// device enumeration) comes from CubeCL; this trait adds the ruda hooks, all with defaults, so
+/// that any CubeCL runtime becomes a ruda runtime with an empty `impl`:
+///
+/// ```
+/// #[derive(Debug, Clone)]
+/// struct MyRuntime;
+/// # use ruda_runtime::cubecl;
+/// # impl cubecl::Runtime for MyRuntime {
+/// #     type Compiler = <cubecl::wgpu::WgpuRuntime as cubecl::Runtime>::Compiler;
+/// #     type Server = <cubecl::wgpu::WgpuRuntime as cubecl::Runtime>::Server;
+/// #     type Device = <cubecl::wgpu::WgpuRuntime as cubecl::Runtime>::Device;
+/// #     fn client(device: &Self::Device) -> cubecl::client::ComputeClient<Self> {
+/// #         cubecl::client::ComputeClient::load(device)
+/// #     }
+/// #     fn name(_: &cubecl::client::ComputeClient<Self>) -> &'static str { "mine" }
+/// #     fn max_cube_count() -> (u32, u32, u32) { cubecl::wgpu::WgpuRuntime::max_cube_count() }
+/// #     fn can_read_tensor(shape: &cubecl::zspace::Shape, strides: &cubecl::zspace::Strides) -> bool {
+/// #         cubecl::wgpu::WgpuRuntime::can_read_tensor(shape, strides)
+/// #     }
+/// #     fn target_properties() -> cubecl::ir::TargetProperties {
+/// #         cubecl::wgpu::WgpuRuntime::target_properties()
+/// #     }
+/// #     fn enumerate_devices(t: u16, info: &<Self::Server as cubecl::server::ComputeServer>::Info)
+/// #         -> Vec<cubecl::device::DeviceId> { cubecl::wgpu::WgpuRuntime::enumerate_devices(t, info) }
+/// # }
+/// // `MyRuntime` implements `cubecl::Runtime`; it opts in with the defaults:
+/// impl ruda_runtime::Runtime for MyRuntime {}
+/// assert!(!<MyRuntime as ruda_runtime::Runtime>::has_native_layer_norm());
+/// ```
+pub trait Runtime: cubecl::Runtime {
+    /// Whether this runtime supplies native LayerNorm forward and all first-order gradients.
+    fn has_native_layer_norm() -> bool {
+        false
+    }
+
+    /// Native LayerNorm, returning output, mean and reciprocal standard deviation.
+    fn layer_norm(
+        _client: &ComputeClient<Self>,
+        _input: TensorBuffer,
+        _weight: TensorBuffer,
+        _bias: Option<TensorBuffer>,
+        _epsilon: f64,
+    ) -> [TensorBuffer; 3] {
+        unimplemented!("runtime does not supply native LayerNorm")
+    }
+
+    /// Native LayerNorm gradients, returning input, weight and bias gradients.
+    fn layer_norm_backward(
+        _client: &ComputeClient<Self>,
+        _input: TensorBuffer,
+        _weight: TensorBuffer,
+        _grad: TensorBuffer,
+        _mean: TensorBuffer,
+        _rstd: TensorBuffer,
+    ) -> [TensorBuffer; 3] {
+        unimplemented!("runtime does not supply native LayerNorm backward")
+    }
+
+    /// Stable loaded driver/runtime identity for persistent autotuning. Unknown backends return
+    /// None and use session-only caches; device ordinal or API major version alone is insufficient.
+    /// Adding a default preserves existing custom Runtime implementations.
+    ///
+    /// Autotune caches are keyed on its hash ([`crate::autotune`]). A runtime records it for
+    /// ruda's tuners and CubeCL's by returning
+    /// [`cache_identity(client, base).runtime_name`](crate::autotune::cache_identity) from its
+    /// `cubecl::Runtime::name`, as [`crate::RudaCuda`] and [`crate::RudaWgpu`] do; otherwise
+    /// LayerNorm is tuned per process only.
+    fn autotune_driver_fingerprint(_client: &ComputeClient<Self>) -> Option<String> {
+        None
+    }
+}

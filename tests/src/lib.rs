@@ -1,0 +1,15 @@
+//! What burn-ruda's correctness checks share, for the integration tests of this crate, the GPU
+//! suite and the benchmarks (`ruda-benches`):
+//!
+//! - [`differential`]: every Burn op family and the gradients of an MLP, a CNN and a
+//!   `TransformerEncoder` on a ruda backend against NdArray, on random inputs;
+//! - [`reference`]: LayerNorm forward and backward in f64 on the host;
+//! - [`layer_norm_checks`]: every LayerNorm variant and autotune candidate of a ruda runtime
+//!   against that reference, at edge and long shapes;
+//! - [`plain_runtime`]: a CubeCL runtime with nothing of ruda's, to test the defaults and the
+//!   composed fallbacks.
+
+pub mod differential;
+pub mod layer_norm_checks;
+pub mod plain_runtime;
+pub mod reference;

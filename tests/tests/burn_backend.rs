@@ -1,0 +1,440 @@
+//! burn-ruda as a Burn backend, on Mesa's CPU Vulkan driver (`WgpuDevice::Cpu`).
+//!
+//! - The differential suite ([`ruda_tests::differential`]): every op family on `Ruda<RudaWgpu>`
+//!   against `NdArray` on the same random inputs, and the gradients of op backwards, an MLP, a
+//!   CNN and a `TransformerEncoder` under `burn_ruda::Autodiff<Ruda>` against
+//!   `burn::backend::Autodiff<NdArray>`; one test per family, each listing every failed check.
+//! - LayerNorm: `burn::nn::LayerNorm` on `Ruda` runs the native kernel once per call; a runtime
+//!   without native LayerNorm takes Burn's composed one.
+//! - Autodiff: `burn_ruda::Autodiff<Ruda>` runs one native forward and one native backward per
+//!   LayerNorm and trains like `burn::backend::Autodiff<NdArray>`; Burn's own `Autodiff<Ruda>`
+//!   (composed LayerNorm) trains the same way.
+//!
+//! The tests that run a native LayerNorm are `#[serial]`: the others read the process-global
+//! native-call counters.
+
+use burn::backend::NdArray;
+use burn::backend::ndarray::NdArrayDevice;
+use burn::module::{Module, Param};
+use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Tensor, TensorData, activation};
+use burn_ruda::{Ruda, RudaWgpu, layer_norm::native_calls};
+use cubecl::wgpu::WgpuDevice;
+use ruda_tests::differential::module_ops::layer_norm_of as layer_norm;
+use ruda_tests::differential::{self, Family, compare_floats, values};
+use ruda_tests::plain_runtime::PlainWgpu;
+use serial_test::serial;
+
+type R = Ruda<RudaWgpu>;
+type N = NdArray;
+type RudaAd = burn_ruda::Autodiff<R>;
+type BurnAdRuda = burn::backend::Autodiff<R>;
+type BurnAdNd = burn::backend::Autodiff<N>;
+
+fn rdev() -> WgpuDevice {
+    WgpuDevice::Cpu
+}
+
+fn ndev() -> NdArrayDevice {
+    NdArrayDevice::Cpu
+}
+
+/// The same random float tensor (uniform in `[-2, 2)`) on both backends.
+fn floats<const D: usize>(seed: u64, shape: [usize; D]) -> (Tensor<R, D>, Tensor<N, D>) {
+    let data = differential::float_data(seed, &shape, -2.0, 2.0);
+    (
+        Tensor::from_data(data.clone(), &rdev()),
+        Tensor::from_data(data, &ndev()),
+    )
+}
+
+fn f32s(data: TensorData) -> Vec<f32> {
+    data.convert::<f32>().to_vec::<f32>().unwrap()
+}
+
+fn assert_close_data(what: &str, a: TensorData, b: TensorData, tol: f32) {
+    if let Err(message) = compare_floats(&a, &b, tol) {
+        panic!("{what}: {message}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The differential suite, one test per family
+
+/// Runs every check of `family` on `Ruda<RudaWgpu>` (and `burn_ruda::Autodiff` over it); prints
+/// one PASS/FAIL line per check and fails with every failure.
+fn differential(family: Family) {
+    let outcomes = differential::run_checks::<R, RudaAd>(&[family], &rdev(), &rdev());
+    let failed = differential::report(&outcomes);
+    let failures: Vec<String> = outcomes
+        .iter()
+        .filter_map(|o| o.result.as_ref().err().map(|e| format!("{}:\n{e}", o.name)))
+        .collect();
+    assert_eq!(
+        failed,
+        0,
+        "{failed} of {} {family:?} checks failed:\n{}",
+        outcomes.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn float_ops_match_ndarray() {
+    differential(Family::Float);
+}
+
+#[test]
+fn int_and_bool_ops_match_ndarray() {
+    differential(Family::IntBool);
+}
+
+#[test]
+fn reductions_match_ndarray() {
+    differential(Family::Reductions);
+}
+
+#[test]
+fn indexing_gather_scatter_slice_cat_match_ndarray() {
+    differential(Family::Indexing);
+}
+
+#[test]
+fn sorting_matches_ndarray() {
+    differential(Family::Sorting);
+}
+
+/// Serial: its LayerNorm check runs the native kernel.
+#[test]
+#[serial]
+fn module_ops_match_ndarray() {
+    differential(Family::ModuleOps);
+}
+
+#[test]
+fn activations_match_ndarray() {
+    differential(Family::Activations);
+}
+
+#[test]
+fn quantize_dequantize_round_trips_match_ndarray() {
+    differential(Family::Quantization);
+}
+
+#[test]
+fn transactions_match_ndarray() {
+    differential(Family::Transactions);
+}
+
+/// Serial: the MLP, the transformer and the LayerNorm case run the native kernels.
+#[test]
+#[serial]
+fn gradients_match_autodiff_ndarray() {
+    differential(Family::Gradients);
+}
+
+// ---------------------------------------------------------------------------------------------
+// LayerNorm
+
+/// A `burn::nn::LayerNorm` with the given parameters.
+fn layer_norm_module<B: Backend>(
+    d: usize,
+    gamma: Tensor<B, 1>,
+    beta: Tensor<B, 1>,
+    device: &B::Device,
+) -> LayerNorm<B> {
+    let mut module = LayerNormConfig::new(d).init::<B>(device);
+    module.gamma = Param::from_tensor(gamma);
+    module.beta = Some(Param::from_tensor(beta));
+    module
+}
+
+#[test]
+#[serial]
+fn nn_layer_norm_forward_matches_ndarray_with_one_native_kernel() {
+    let d = 48;
+    let (x, nx) = floats(40, [2, 5, d]);
+    let x = x * 3.0 + 10.0;
+    let nx = nx * 3.0 + 10.0;
+    let (g, ng) = floats(41, [d]);
+    let (b, nb) = floats(42, [d]);
+    let ruda = layer_norm_module(d, g, b, &rdev());
+    let reference = layer_norm_module(d, ng, nb, &ndev());
+    let before = native_calls();
+    let out = ruda.forward(x).into_data();
+    let after = native_calls();
+    assert_close_data(
+        "nn::LayerNorm",
+        out,
+        reference.forward(nx).into_data(),
+        1e-4,
+    );
+    assert_eq!(after.0 - before.0, 1, "one native forward per LayerNorm");
+    assert_eq!(after.1, before.1, "no backward in a forward pass");
+}
+
+#[test]
+#[serial]
+fn runtime_without_native_layer_norm_uses_the_composed_one() {
+    type P = Ruda<PlainWgpu>;
+    let d = 20;
+    let data = TensorData::new(values(45, 3 * d, -1.0, 1.0), [3, d]);
+    let gamma = TensorData::new(values(46, d, 0.5, 1.5), [d]);
+    let beta = TensorData::new(values(47, d, -0.5, 0.5), [d]);
+    let plain = |data: TensorData| Tensor::<P, 1>::from_data(data, &rdev());
+    let before = native_calls();
+    let out = layer_norm(
+        Tensor::<P, 2>::from_data(data.clone(), &rdev()),
+        plain(gamma.clone()),
+        Some(plain(beta.clone())),
+        1e-5,
+    )
+    .into_data();
+    assert_eq!(
+        native_calls(),
+        before,
+        "no native kernel on a runtime without one"
+    );
+    let reference = layer_norm(
+        Tensor::<N, 2>::from_data(data, &ndev()),
+        Tensor::from_data(gamma, &ndev()),
+        Some(Tensor::from_data(beta, &ndev())),
+        1e-5,
+    );
+    assert_close_data("composed layer_norm", out, reference.into_data(), 1e-4);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Autodiff
+
+/// Gradients of `sum(layer_norm(x, gamma, beta) * w)` for x, gamma, beta.
+fn layer_norm_grads<B: AutodiffBackend>(device: &B::Device, beta: bool) -> Vec<TensorData> {
+    let d = 37;
+    let t = |seed, shape: Vec<usize>, lo, hi| {
+        let n = shape.iter().product();
+        TensorData::new(values(seed, n, lo, hi), shape)
+    };
+    let x = Tensor::<B, 3>::from_data(t(50, vec![3, 4, d], -3.0, 5.0), device).require_grad();
+    let gamma = Tensor::<B, 1>::from_data(t(51, vec![d], 0.5, 1.5), device).require_grad();
+    let b = Tensor::<B, 1>::from_data(t(52, vec![d], -1.0, 1.0), device).require_grad();
+    let w = Tensor::<B, 3>::from_data(t(53, vec![3, 4, d], -1.0, 1.0), device);
+    let y = layer_norm(x.clone(), gamma.clone(), beta.then(|| b.clone()), 1e-5);
+    let grads = (y * w).sum().backward();
+    let mut out = vec![
+        x.grad(&grads).unwrap().into_data(),
+        gamma.grad(&grads).unwrap().into_data(),
+    ];
+    if beta {
+        out.push(b.grad(&grads).unwrap().into_data());
+    }
+    out
+}
+
+#[test]
+#[serial]
+fn native_layer_norm_gradients_match_ndarray_with_one_node() {
+    for beta in [true, false] {
+        let before = native_calls();
+        let ruda = layer_norm_grads::<RudaAd>(&rdev(), beta);
+        let after = native_calls();
+        assert_eq!(after.0 - before.0, 1, "one native forward");
+        assert_eq!(after.1 - before.1, 1, "one native backward");
+        let reference = layer_norm_grads::<BurnAdNd>(&ndev(), beta);
+        assert_eq!(ruda.len(), reference.len());
+        for (name, (r, n)) in ["dx", "dgamma", "dbeta"]
+            .iter()
+            .zip(ruda.into_iter().zip(reference))
+        {
+            assert_close_data(name, r, n, 1e-3);
+        }
+    }
+}
+
+#[derive(Module, Debug)]
+struct Mlp<B: Backend> {
+    input: Linear<B>,
+    norm: LayerNorm<B>,
+    hidden: Linear<B>,
+    norm_out: LayerNorm<B>,
+    output: Linear<B>,
+}
+
+impl<B: Backend> Mlp<B> {
+    /// The same parameters on every backend (from fixed seeds).
+    fn new(device: &B::Device) -> Self {
+        let linear = |seed, d_in: usize, d_out: usize| {
+            let mut l = LinearConfig::new(d_in, d_out).init::<B>(device);
+            let scale = 1.0 / (d_in as f32).sqrt();
+            l.weight = Param::from_data(
+                TensorData::new(values(seed, d_in * d_out, -scale, scale), [d_in, d_out]),
+                device,
+            );
+            l.bias = Some(Param::from_data(
+                TensorData::new(values(seed + 1, d_out, -0.1, 0.1), [d_out]),
+                device,
+            ));
+            l
+        };
+        let norm = |seed, d: usize| {
+            layer_norm_module(
+                d,
+                Tensor::from_data(TensorData::new(values(seed, d, 0.8, 1.2), [d]), device),
+                Tensor::from_data(TensorData::new(values(seed + 1, d, -0.1, 0.1), [d]), device),
+                device,
+            )
+        };
+        Self {
+            input: linear(60, 12, 32),
+            norm: norm(62, 32),
+            hidden: linear(64, 32, 32),
+            norm_out: norm(66, 32),
+            output: linear(68, 32, 3),
+        }
+    }
+
+    fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        let h = activation::gelu(self.norm.forward(self.input.forward(x)));
+        let h = activation::relu(self.norm_out.forward(self.hidden.forward(h)));
+        self.output.forward(h)
+    }
+}
+
+/// Trains the MLP for `steps` SGD steps on a fixed regression batch; returns the losses and
+/// the gradients of the first step (input weight, first LayerNorm's gamma and beta).
+fn train<B: AutodiffBackend>(device: &B::Device, steps: usize) -> (Vec<f32>, Vec<TensorData>) {
+    let mut model = Mlp::<B>::new(device);
+    let mut optim = SgdConfig::new().init();
+    let x = Tensor::<B, 2>::from_data(
+        TensorData::new(values(70, 16 * 12, -1.0, 1.0), [16, 12]),
+        device,
+    );
+    let target = Tensor::<B, 2>::from_data(
+        TensorData::new(values(71, 16 * 3, -1.0, 1.0), [16, 3]),
+        device,
+    );
+    let mut losses = Vec::new();
+    let mut first_grads = Vec::new();
+    for step in 0..steps {
+        let diff = model.forward(x.clone()) - target.clone();
+        let loss = (diff.clone() * diff).mean();
+        losses.push(f32s(loss.clone().into_data())[0]);
+        let grads = loss.backward();
+        if step == 0 {
+            first_grads = vec![
+                model.input.weight.val().grad(&grads).unwrap().into_data(),
+                model.norm.gamma.val().grad(&grads).unwrap().into_data(),
+                model
+                    .norm
+                    .beta
+                    .as_ref()
+                    .unwrap()
+                    .val()
+                    .grad(&grads)
+                    .unwrap()
+                    .into_data(),
+            ];
+        }
+        let grads = GradientsParams::from_grads(grads, &model);
+        model = optim.step(0.1, model, grads);
+    }
+    (losses, first_grads)
+}
+
+fn assert_training_matches(what: &str, (losses, grads): (Vec<f32>, Vec<TensorData>)) {
+    let (ref_losses, ref_grads) = train::<BurnAdNd>(&ndev(), losses.len());
+    for (i, (l, r)) in losses.iter().zip(&ref_losses).enumerate() {
+        assert!(
+            (l - r).abs() <= 1e-3 * (1.0 + r.abs()),
+            "{what}: loss at step {i}: {l} vs {r}"
+        );
+    }
+    assert!(
+        losses.last() < losses.first(),
+        "{what}: the loss must decrease: {losses:?}"
+    );
+    for (name, (g, r)) in ["dW_in", "dgamma", "dbeta"]
+        .iter()
+        .zip(grads.into_iter().zip(ref_grads))
+    {
+        assert_close_data(&format!("{what} {name}"), g, r, 2e-3);
+    }
+}
+
+#[test]
+#[serial]
+fn mlp_with_layer_norm_trains_like_ndarray_under_ruda_autodiff() {
+    let steps = 3;
+    let before = native_calls();
+    let result = train::<RudaAd>(&rdev(), steps);
+    // Under fusion the kernels run when the stream executes: wait for all of them.
+    <R as Backend>::sync(&rdev()).unwrap();
+    let after = native_calls();
+    // Two LayerNorms per step: one native forward and one native backward each.
+    assert_eq!(after.0 - before.0, 2 * steps, "native forwards");
+    assert_eq!(after.1 - before.1, 2 * steps, "native backwards");
+    assert_training_matches("burn_ruda::Autodiff<Ruda>", result);
+}
+
+#[test]
+#[serial]
+fn burn_autodiff_over_ruda_trains_like_ndarray_with_composed_layer_norm() {
+    let before = native_calls();
+    let result = train::<BurnAdRuda>(&rdev(), 3);
+    <R as Backend>::sync(&rdev()).unwrap();
+    assert_eq!(
+        native_calls(),
+        before,
+        "Burn's Autodiff composes LayerNorm: no native kernel"
+    );
+    assert_training_matches("burn::backend::Autodiff<Ruda>", result);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Moving tensors between two wgpu devices
+
+/// A second Burn device on the same lavapipe adapter: CubeCL gives each `WgpuDevice` id its own
+/// wgpu device and queue, so `Cpu` and `DefaultDevice` are two devices (on a machine with a GPU,
+/// `DefaultDevice` is that GPU: still a different device).
+fn rdev2() -> WgpuDevice {
+    WgpuDevice::DefaultDevice
+}
+
+#[test]
+fn tensors_move_between_two_wgpu_devices_with_their_values() {
+    let (x, _) = floats::<2>(31, [3, 5]);
+    let expected = f32s(x.to_data());
+    let moved = x.clone().to_device(&rdev2());
+    assert_eq!(moved.device(), rdev2());
+    // Computing on the destination reads the moved buffer there.
+    let doubled = moved.clone() * 2.0;
+    assert_eq!(
+        f32s(doubled.to_data()),
+        expected.iter().map(|v| v * 2.0).collect::<Vec<_>>()
+    );
+    assert_eq!(f32s(moved.clone().to_device(&rdev()).to_data()), expected);
+
+    let ints = Tensor::<R, 1, burn::tensor::Int>::arange(0..7, &rdev());
+    let ints_moved = ints.to_device(&rdev2()) + 1;
+    assert_eq!(
+        ints_moved
+            .to_data()
+            .convert::<i64>()
+            .to_vec::<i64>()
+            .unwrap(),
+        (1..8).collect::<Vec<i64>>()
+    );
+    let mask = moved.greater_elem(0.0);
+    let mask_back = mask.clone().to_device(&rdev());
+    assert_eq!(mask_back.device(), rdev());
+    assert_eq!(mask_back.to_data(), mask.to_data());
+
+    // Gradients flow back across the move: d/dx sum(2 * to_device(x)) = 2 on the source device.
+    let x = Tensor::<RudaAd, 2>::from_data(x.to_data(), &rdev()).require_grad();
+    let y = (x.clone().to_device(&rdev2()) * 2.0).sum();
+    let grads = y.backward();
+    let grad = x.grad(&grads).expect("x has a gradient");
+    assert_eq!(grad.device(), rdev());
+    assert_eq!(f32s(grad.to_data()), vec![2.0; 15]);
+}
