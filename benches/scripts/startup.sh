@@ -6,6 +6,8 @@
 #
 #   bash benches/scripts/startup.sh cold   OUTDIR   # fresh machine: the breakdown runs, then burn-cuda cold
 #   bash benches/scripts/startup.sh warm   OUTDIR   # caches carried from another machine into /tmp/cc*
+#   bash benches/scripts/startup.sh damaged OUTDIR  # ruda on a copy of /tmp/cc whose PTX cache
+#                                                   # lost the end of its last entry (a crash)
 #
 # Every process gets its own empty CUDA driver JIT cache (CUDA_CACHE_PATH) unless said otherwise,
 # as on a new machine. Cache roots: /tmp/cc (ruda: autotune + compiled kernels, keyed by the
@@ -85,6 +87,16 @@ warm)
   # carried from a machine that ran this mode holds it too.
   run ruda-carried ruda /tmp/cc /tmp/cc/compilation/cuda-driver 100
   run burn-cuda-carried burn-cuda /tmp/ccb /tmp/ccb/compilation/cuda-driver 100 '[compilation]' 'cache = { file = "/tmp/ccb/ptx" }'
+  ;;
+damaged)
+  rm -rf /tmp/cc-damaged && cp -a /tmp/cc /tmp/cc-damaged
+  chunk=$(ls /tmp/cc-damaged/compilation/ruda-fp*/cuda/*/ptx/chunk0.cbor | head -1)
+  size=$(stat -c %s "$chunk")
+  truncate -s $((size - 300)) "$chunk"
+  rm -f "$chunk.checked"
+  echo "== damaged $chunk: $size -> $((size - 300)) bytes"
+  run ruda-damaged-ptx ruda /tmp/cc-damaged /tmp/cc-damaged/compilation/cuda-driver 100
+  grep -i "compilation cache" /tmp/run-ruda-damaged-ptx/stdout | head -3
   ;;
 esac
 cat "$summary"
