@@ -3,7 +3,7 @@
 //! uploaded, also when the memory pool hands the consumer's freed buffers back to the producer.
 //! Checked on `Ruda<RudaWgpu>` on the CPU adapter, and on `Ruda<RudaCuda>` where a CUDA GPU
 //! answers. Burn's own `Wgpu` fails it (CubeCL 0.10 reuses memory across its per-thread streams
-//! without ordering them on wgpu; see `RudaWgpu`'s shared stream): the ignored test shows it.
+//! without ordering them on wgpu; see `ruda_runtime::runtime::streams`): the ignored test shows it.
 
 use std::sync::mpsc::sync_channel;
 
@@ -77,7 +77,7 @@ fn ruda_cuda_tensors_uploaded_on_another_thread_hold_their_data() {
     );
 }
 
-/// What `RudaWgpu`'s shared stream avoids, on Burn's own backend: run with `--ignored`; it
+/// What `RudaWgpu`'s shared stream (`ruda_runtime::runtime::streams`) avoids, on Burn's own backend: run with `--ignored`; it
 /// passes while CubeCL's wgpu runtime has the race.
 #[test]
 #[serial]

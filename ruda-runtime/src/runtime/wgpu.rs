@@ -26,18 +26,6 @@ pub struct RudaWgpu;
 
 static CLIENTS: ClientRegistry<WgpuDevice> = ClientRegistry::new();
 
-/// The CubeCL stream every `RudaWgpu` client submits to, whichever thread it runs on.
-///
-/// CubeCL gives each thread a stream of its own. On wgpu those streams are only queues of tasks
-/// in front of the device's one queue, and CubeCL 0.10 does not order them when memory moves
-/// between them: a buffer freed by the training thread while its kernels are still queued can be
-/// handed to a data-loader thread's next upload, which then reaches the device first and
-/// overwrites the data the queued kernels read (`tests/tests/threads.rs` reproduces it on Burn's
-/// own `Wgpu` and on CubeCL's runtime alone; with burn-train's multi-threaded data loading, the
-/// Learner's validation figures came out worse than the model's). One stream keeps every
-/// submission in program order. It costs no parallelism: the device has one queue either way.
-const SHARED_STREAM: cubecl::stream_id::StreamId = cubecl::stream_id::StreamId { value: 0 };
-
 /// The runtime name's base: the shading language this build compiles kernels to.
 pub const WGPU_COMPILER_NAME: &str = "wgpu<wgsl>";
 
@@ -50,10 +38,7 @@ impl CubeclRuntime for RudaWgpu {
         // `RUDA_AUTOTUNE_DIR` must reach CubeCL's configuration before its first server exists.
         crate::autotune::settings::apply_to_cubecl();
         let mut client = ComputeClient::load(device);
-        // One CubeCL stream for every thread (see `SHARED_STREAM`).
-        // SAFETY: the stream id only orders this client's work on the device's server; every
-        // ruda client of the device uses the same one.
-        unsafe { client.set_stream(SHARED_STREAM) };
+        super::streams::share_stream(&mut client);
         CLIENTS.record(server_key(&client), device);
         client
     }
