@@ -52,6 +52,18 @@ fn write(root: &Path, keys: impl IntoIterator<Item = u128>) {
     }
 }
 
+/// Cuts the last `bytes` bytes off the chunk, as a crash in the middle of a write does; returns
+/// the chunk's length before.
+fn cut_chunk(root: &Path, bytes: u64) -> u64 {
+    let whole = fs::metadata(chunk(root)).unwrap().len();
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .open(chunk(root))
+        .unwrap();
+    file.set_len(whole - bytes).unwrap();
+    whole
+}
+
 fn assert_holds(root: &Path, keys: impl IntoIterator<Item = u128>) {
     let cache = open(root);
     for key in keys {
@@ -83,14 +95,8 @@ fn entries_round_trip_across_processes() {
 fn a_cut_off_entry_is_dropped_and_compiled_again() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), 1..=3);
-    let whole = fs::metadata(chunk(dir.path())).unwrap().len();
     // A crash in the middle of the third write.
-    let file = fs::OpenOptions::new()
-        .write(true)
-        .open(chunk(dir.path()))
-        .unwrap();
-    file.set_len(whole - 40).unwrap();
-    drop(file);
+    let whole = cut_chunk(dir.path(), 40);
 
     let report = repair(&ptx_dir(dir.path()));
     assert_eq!(report.checked, 2);
@@ -117,13 +123,7 @@ fn without_the_repair_cubecl_loses_what_follows_a_cut_off_entry() {
     // loses the entries written after it.
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), 1..=2);
-    let whole = fs::metadata(chunk(dir.path())).unwrap().len();
-    let file = fs::OpenOptions::new()
-        .write(true)
-        .open(chunk(dir.path()))
-        .unwrap();
-    file.set_len(whole - 40).unwrap();
-    drop(file);
+    cut_chunk(dir.path(), 40);
     write(dir.path(), [7]);
     assert_eq!(open(dir.path()).get(&7), None);
     // The repair then cuts the chunk back to the last whole entry before the fragment.
