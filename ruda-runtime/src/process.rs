@@ -32,7 +32,9 @@ pub struct Prepared {
 
 /// Sets the environment the drivers read when they load: the CUDA driver's JIT cache under the
 /// cache root, and Mesa's device-select layer off when there is no desktop session (see the
-/// [module docs](self)). Variables the user set are left as they are.
+/// [module docs](self)). Variables the user set are left as they are. It reads CubeCL's
+/// configuration (`cubecl.toml`) to find the cache root, so a program that sets CubeCL's
+/// configuration in code must do so before.
 ///
 /// # Safety
 /// It sets environment variables: no other thread may run yet (see [`std::env::set_var`]).
