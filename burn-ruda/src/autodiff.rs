@@ -149,6 +149,11 @@ trait AutodiffOwnOps: Backend {
         beta: Option<FloatTensor<Self>>,
         epsilon: f64,
     ) -> FloatTensor<Self>;
+    fn embedding_backward(
+        weights: FloatTensor<Self>,
+        output_grad: FloatTensor<Self>,
+        indices: IntTensor<Self>,
+    ) -> FloatTensor<Self>;
     fn float_to_device(tensor: FloatTensor<Self>, device: &Device<Self>) -> FloatTensor<Self>;
     fn int_to_device(tensor: IntTensor<Self>, device: &Device<Self>) -> IntTensor<Self>;
     fn bool_to_device(tensor: BoolTensor<Self>, device: &Device<Self>) -> BoolTensor<Self>;
@@ -310,6 +315,15 @@ impl<B: LayerNormBackend, C: CheckpointStrategy> AutodiffOwnOps for Autodiff<B, 
             Some(beta) => record_native_layer_norm::<B, C, 3>([tensor, gamma, beta], epsilon),
             None => record_native_layer_norm::<B, C, 2>([tensor, gamma], epsilon),
         }
+    }
+
+    // Burn's autodiff runs the inner backend's (a `Ruda`: the native kernel).
+    fn embedding_backward(
+        weights: FloatTensor<Self>,
+        output_grad: FloatTensor<Self>,
+        indices: IntTensor<Self>,
+    ) -> FloatTensor<Self> {
+        AdInner::<B, C>::embedding_backward(weights, output_grad, indices)
     }
 
     // Burn's autodiff moves the primitive with the inner backend's method (a `Ruda`: through

@@ -1,8 +1,9 @@
 //! burn-ruda: the Burn backend for ruda devices.
 //!
 //! [`Ruda`] is a Burn backend: every tensor operation is Burn's own (burn-cubecl's kernels,
-//! behind Burn's fusion engine when the `fusion` feature is on), and LayerNorm is the ruda
-//! runtime's native fused kernel. [`Autodiff`] is a drop-in for `burn::backend::Autodiff` that
+//! behind Burn's fusion engine when the `fusion` feature is on), except LayerNorm, the ruda
+//! runtime's native fused kernel, and the embedding table's gradient, a native kernel that
+//! replaces Burn's serial one ([`embedding`]). [`Autodiff`] is a drop-in for `burn::backend::Autodiff` that
 //! also runs the LayerNorm *backward* as one native kernel.
 //!
 //! ```text
@@ -27,6 +28,8 @@
 //! # How it is built
 //! - [`signatures`]: the one list of Burn 0.21's backend method signatures and the macros that
 //!   generate the delegating implementations of [`Ruda`] and [`Autodiff`] from it.
+//! - [`embedding`]: the native embedding backward, used by Burn's autodiff for the gradient of
+//!   `burn::nn::Embedding` (under [`Autodiff`] and Burn's own `Autodiff` alike).
 //! - [`layer_norm`]: the native LayerNorm as a custom operation of the fusion stream, and the
 //!   [`LayerNormBackend`] trait the autodiff decorator uses.
 //! - [`autodiff`]: the decorator, recording LayerNorm as one autodiff node (memory-bound: under
@@ -47,8 +50,8 @@
 //! Burn 0.21's transfer, which leaves the destination unwritten there ([`transfer`]).
 //!
 //! # Not done yet
-//! - Only `layer_norm` is native; every other op (including the other normalizations) is
-//!   Burn's.
+//! - Only `layer_norm` and `embedding_backward` are native; every other op (including the other
+//!   normalizations) is Burn's.
 //! - [`Autodiff`] requires a [`LayerNormBackend`] inner backend (any [`Ruda`]); for other
 //!   backends use `burn::backend::Autodiff`.
 
@@ -61,6 +64,7 @@ pub mod autodiff;
 pub mod backend;
 #[cfg(feature = "distributed")]
 pub mod distributed;
+pub mod embedding;
 pub mod layer_norm;
 pub mod rebind;
 pub mod transfer;

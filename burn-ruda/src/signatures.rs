@@ -11,7 +11,8 @@
 //!
 //! Notation inside the list:
 //! - `#[own] fn ...` — the wrapper implements this method itself, through the "own" trait
-//!   named by the caller (`ModuleOps::layer_norm` and the four `*_to_device`);
+//!   named by the caller (`ModuleOps::layer_norm`, `ModuleOps::embedding_backward` and the four
+//!   `*_to_device`);
 //! - `#[rebind] arg: T<Self>` / `-> T<Self> => rebind` — a struct generic over the backend
 //!   (`TensorPrimitive<B>`, `MaxPool2dWithIndices<B>`, ...) whose fields are primitives: it is
 //!   rebuilt field by field for the other backend (see [`crate::rebind`]);
@@ -332,7 +333,7 @@ macro_rules! with_backend_signatures {
         }
         ops ModuleOps {
             fn embedding(weights: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self>;
-            fn embedding_backward(weights: FloatTensor<Self>, output_grad: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self>;
+            #[own] fn embedding_backward(weights: FloatTensor<Self>, output_grad: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self>;
             fn linear(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>) -> FloatTensor<Self>;
             fn linear_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
             fn linear_weight_backward(x: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;

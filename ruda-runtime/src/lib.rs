@@ -3,7 +3,8 @@
 //! A ruda runtime is a [CubeCL runtime](cubecl::Runtime) that also implements [`Runtime`]: native
 //! fused LayerNorm hooks and a driver fingerprint for persistent autotuning. This crate provides
 //! the trait, the buffer type its hooks exchange ([`TensorBuffer`]), the two ruda runtimes
-//! ([`RudaCuda`] and [`RudaWgpu`]), the LayerNorm kernels, device discovery ([`device`]), and
+//! ([`RudaCuda`] and [`RudaWgpu`]), the LayerNorm kernels, the embedding-backward kernel
+//! ([`embedding`], runtime-independent), device discovery ([`device`]), and
 //! persistent autotuning and compiled kernels, keyed by the driver fingerprint ([`autotune`],
 //! [`compilation_cache`]).
 //!
@@ -17,14 +18,17 @@ extern crate alloc;
 pub mod autotune;
 pub mod compilation_cache;
 pub mod device;
+pub mod embedding;
 mod fingerprint;
 pub mod hooks;
 pub mod layer_norm;
+mod layout;
 pub mod process;
 pub mod runtime;
 pub mod tensor_buffer;
 
 pub use autotune::layer_norm::{layer_norm_backward, layer_norm_forward};
+pub use embedding::embedding_backward;
 pub use fingerprint::{DriverFingerprint, fingerprint_hash};
 pub use hooks::Runtime;
 pub use tensor_buffer::TensorBuffer;

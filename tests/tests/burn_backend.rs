@@ -19,7 +19,7 @@ use burn::module::{Module, Param};
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Tensor, TensorData, activation};
+use burn::tensor::{Tensor, TensorData, TensorPrimitive, activation};
 use burn_ruda::{Ruda, RudaWgpu, layer_norm::native_calls};
 use cubecl::wgpu::WgpuDevice;
 use ruda_tests::differential::module_ops::layer_norm_of as layer_norm;
@@ -389,6 +389,87 @@ fn burn_autodiff_over_ruda_trains_like_ndarray_with_composed_layer_norm() {
         "Burn's Autodiff composes LayerNorm: no native kernel"
     );
     assert_training_matches("burn::backend::Autodiff<Ruda>", result);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Embedding backward: native on every runtime
+
+/// `burn::nn::Embedding`'s gradient under both autodiffs over `Ruda` runs the native kernel
+/// once per backward, and gives the same bits as Burn's own kernel (`select_add` on the same
+/// device, through `Inner`): both add the rows of each table row in token order, in f32.
+#[test]
+#[serial]
+fn embedding_gradient_runs_the_native_kernel_with_burns_bits() {
+    use burn::nn::EmbeddingConfig;
+    use burn::tensor::Int;
+    use burn::tensor::ops::ModuleOps;
+    use burn_ruda::embedding::native_embedding_backward_calls;
+    use ruda_tests::differential::int_data;
+
+    fn table_grad<B: AutodiffBackend>(device: &B::Device, ids: TensorData) -> TensorData {
+        let embedding = EmbeddingConfig::new(30, 20).init::<B>(device);
+        let ids = Tensor::<B, 2, Int>::from_data(ids, device);
+        let grads = embedding.forward(ids).powf_scalar(2.0).sum().backward();
+        embedding
+            .weight
+            .grad(&grads)
+            .expect("the table has a gradient")
+            .into_data()
+    }
+
+    let ids = int_data(51, &[4, 300], 30);
+    for run in ["burn_ruda::Autodiff", "burn::backend::Autodiff"] {
+        let before = native_embedding_backward_calls();
+        let grad = match run {
+            "burn_ruda::Autodiff" => table_grad::<RudaAd>(&rdev(), ids.clone()),
+            _ => table_grad::<BurnAdRuda>(&rdev(), ids.clone()),
+        };
+        assert_eq!(
+            native_embedding_backward_calls() - before,
+            1,
+            "{run}: native launches"
+        );
+        assert!(
+            f32s(grad).iter().any(|v| *v != 0.0),
+            "{run}: gradient is zero"
+        );
+    }
+
+    type Burns = burn_ruda::Inner<RudaWgpu, f32, i32, u32>;
+    let (table, _) = floats::<2>(52, [30, 20]);
+    let (grad, _) = floats::<3>(53, [4, 300, 20]);
+    let ids = Tensor::<R, 2, Int>::from_data(ids, &rdev());
+    let native = R::embedding_backward(
+        table.clone().into_primitive().tensor(),
+        grad.clone().into_primitive().tensor(),
+        ids.clone().into_primitive(),
+    );
+    let burns = Burns::embedding_backward(
+        table.into_primitive().tensor(),
+        grad.into_primitive().tensor(),
+        ids.into_primitive(),
+    );
+    let native = f32s(Tensor::<R, 2>::from_primitive(TensorPrimitive::Float(native)).into_data());
+    let burns = f32s(Tensor::<Burns, 2>::from_primitive(TensorPrimitive::Float(burns)).into_data());
+    assert_eq!(native, burns, "native and Burn's embedding backward differ");
+}
+
+#[test]
+#[should_panic(
+    expected = "Embedding backward: the output gradient's shape must be the indices' shape plus the embedding size"
+)]
+fn embedding_backward_with_mismatched_shapes_panics() {
+    use burn::tensor::Int;
+    use burn::tensor::ops::ModuleOps;
+    let (table, _) = floats::<2>(54, [5, 4]);
+    let (grad, _) = floats::<3>(55, [2, 3, 4]);
+    let ids = Tensor::<R, 2, Int>::zeros([3, 2], &rdev());
+    let out = R::embedding_backward(
+        table.into_primitive().tensor(),
+        grad.into_primitive().tensor(),
+        ids.into_primitive(),
+    );
+    let _ = Tensor::<R, 2>::from_primitive(TensorPrimitive::Float(out)).into_data();
 }
 
 // ---------------------------------------------------------------------------------------------

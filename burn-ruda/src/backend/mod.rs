@@ -14,6 +14,8 @@ use crate::layer_norm::{self, LayerNormBackend};
 use crate::signatures::*;
 use crate::transfer;
 
+// `ModuleOps::embedding_backward` for `Ruda`: its native kernel, wired into Burn.
+mod embedding_ops;
 // `LayerNormBackend` for `Ruda`: its native kernels, wired into Burn.
 mod layer_norm_ops;
 
@@ -132,6 +134,11 @@ trait RudaOwnOps: Backend {
         beta: Option<FloatTensor<Self>>,
         epsilon: f64,
     ) -> FloatTensor<Self>;
+    fn embedding_backward(
+        weights: FloatTensor<Self>,
+        output_grad: FloatTensor<Self>,
+        indices: IntTensor<Self>,
+    ) -> FloatTensor<Self>;
     fn float_to_device(tensor: FloatTensor<Self>, device: &Device<Self>) -> FloatTensor<Self>;
     fn int_to_device(tensor: IntTensor<Self>, device: &Device<Self>) -> IntTensor<Self>;
     fn bool_to_device(tensor: BoolTensor<Self>, device: &Device<Self>) -> BoolTensor<Self>;
@@ -167,6 +174,15 @@ where
                 tensor, gamma, beta, epsilon,
             )
         }
+    }
+
+    // Native on every runtime: Burn's default walks every token on one unit per column.
+    fn embedding_backward(
+        weights: FloatTensor<Self>,
+        output_grad: FloatTensor<Self>,
+        indices: IntTensor<Self>,
+    ) -> FloatTensor<Self> {
+        embedding_ops::embedding_backward::<R, F, I, BT>(weights, output_grad, indices)
     }
 
     fn float_to_device(tensor: FloatTensor<Self>, device: &Device<Self>) -> FloatTensor<Self> {

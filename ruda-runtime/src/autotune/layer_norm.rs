@@ -18,9 +18,9 @@ use serde::{Deserialize, Serialize};
 use super::{cache_files, identity, settings};
 use crate::layer_norm::{
     Choice, Variant, backward, forward,
-    plan::vector_size,
     validate::{check_backward, check_forward},
 };
+use crate::layout::vector_size;
 use crate::tensor_buffer::TensorBuffer;
 
 /// Largest tuning problem, in elements: the representative shape of a bucket is cut to this

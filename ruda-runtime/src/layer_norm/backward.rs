@@ -9,10 +9,10 @@ use super::{
         backward::{backward_looped, backward_registers, reduce_partials},
         unit::{backward_unit_columns, backward_unit_rows},
     },
-    layout::{array_arg, into_contiguous, needs_copy},
-    plan::{Plan, address_type},
+    plan::Plan,
     validate::check_backward,
 };
+use crate::layout::{address_type, array_arg, into_contiguous, needs_copy};
 use crate::tensor_buffer::TensorBuffer;
 
 /// Units per cube of the final column reduction.

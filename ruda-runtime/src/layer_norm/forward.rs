@@ -9,10 +9,10 @@ use super::{
         forward::{forward_looped, forward_registers},
         unit::forward_unit,
     },
-    layout::{array_arg, into_contiguous, needs_copy},
-    plan::{Plan, address_type},
+    plan::Plan,
     validate::check_forward,
 };
+use crate::layout::{address_type, array_arg, into_contiguous, needs_copy};
 use crate::tensor_buffer::TensorBuffer;
 
 pub(crate) fn forward<R: cubecl::Runtime>(

@@ -47,7 +47,6 @@
 pub(crate) mod backward;
 pub(crate) mod forward;
 mod kernels;
-mod layout;
 pub(crate) mod plan;
 pub(crate) mod validate;
 

@@ -1,6 +1,8 @@
 //! Launch shapes: vector width, units per row, registers per unit, reduction path, grid size.
 
-use cubecl::{client::ComputeClient, features::Plane, ir::AddressType, prelude::*, server::Handle};
+use cubecl::{client::ComputeClient, features::Plane, prelude::*, server::Handle};
+
+use crate::layout::vector_size;
 
 use super::{Reduction, Strategy, Variant, validate::Problem};
 
@@ -218,31 +220,4 @@ impl Plan {
             .min(hw.max_cube_count.0 as usize)
             .max(1)
     }
-}
-
-/// The widest vector the device likes for this element size that divides `d` and that every
-/// buffer's start is aligned to.
-pub(crate) fn vector_size<R: cubecl::Runtime>(
-    client: &ComputeClient<R>,
-    d: usize,
-    elem_size: usize,
-    handles: &[&Handle],
-) -> usize {
-    client
-        .io_optimized_vector_sizes(elem_size)
-        .filter(|&v| {
-            d.is_multiple_of(v)
-                && handles.iter().all(|h| {
-                    h.offset_start
-                        .unwrap_or(0)
-                        .is_multiple_of((v * elem_size) as u64)
-                })
-        })
-        .max()
-        .unwrap_or(1)
-}
-
-/// Address width for buffers of at most `max_elems` elements.
-pub(crate) fn address_type(max_elems: usize) -> AddressType {
-    AddressType::from_len(max_elems)
 }

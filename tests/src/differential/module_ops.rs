@@ -12,10 +12,11 @@ use burn::tensor::backend::Backend;
 use burn::tensor::module as m;
 use burn::tensor::ops::{
     AttentionModuleOptions, ConvOptions, ConvTransposeOptions, InterpolateMode, InterpolateOptions,
+    ModuleOps,
 };
 use burn::tensor::{ElementConversion, Tensor, TensorData, TensorPrimitive};
 
-use super::{CheckResult, Checker};
+use super::{CheckResult, Checker, Reference};
 
 /// conv1d and conv2d: strided, padded, dilated, grouped, with and without bias.
 pub fn conv<B: Backend>(device: &B::Device) -> CheckResult {
@@ -204,7 +205,7 @@ pub fn interpolate<B: Backend>(device: &B::Device) -> CheckResult {
     c.finish()
 }
 
-/// Embedding lookups with repeated ids.
+/// Embedding lookups with repeated ids, and the table's gradient.
 pub fn embedding<B: Backend>(device: &B::Device) -> CheckResult {
     let mut c = Checker::<B>::new(device);
     c.inputs("table: [10, 6]; ids: [3, 4] int in [0, 10); table2: [50, 13]; ids2: [2, 7]");
@@ -222,7 +223,39 @@ pub fn embedding<B: Backend>(device: &B::Device) -> CheckResult {
         m::embedding(table, ids),
         m::embedding(ntable, nids),
     );
+    embedding_backward_cases(&mut c);
     c.finish()
+}
+
+/// The table gradient (`ModuleOps::embedding_backward`, what Burn's autodiff calls) at shapes
+/// that reach every path of a tiled kernel: several index tiles with a partial last one
+/// (1200 and 300 tokens), several column blocks and vector widths (`d` = 6, 520, 1030), rows that
+/// no index names (ids drawn below half the table), and the training step's table (76 rows).
+fn embedding_backward_cases<B: Backend>(c: &mut Checker<B>) {
+    for (seed, rows, d, ids_shape, bound) in [
+        (31, 10, 6, [3, 4], 10),
+        (33, 76, 520, [4, 300], 76),
+        (35, 40, 1030, [3, 100], 20),
+    ] {
+        let (table, ntable) = c.floats::<2>(seed, [rows, d]);
+        let (grad, ngrad) = c.floats::<3>(seed + 1, [ids_shape[0], ids_shape[1], d]);
+        let (ids, nids) = c.ints::<2>(seed + 2, ids_shape, bound);
+        let got = B::embedding_backward(
+            table.into_primitive().tensor(),
+            grad.into_primitive().tensor(),
+            ids.into_primitive(),
+        );
+        let want = Reference::embedding_backward(
+            ntable.into_primitive().tensor(),
+            ngrad.into_primitive().tensor(),
+            nids.into_primitive(),
+        );
+        c.close(
+            &format!("embedding_backward(table [{rows}, {d}], ids {ids_shape:?} in [0, {bound}))"),
+            Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(got)),
+            Tensor::<Reference, 2>::from_primitive(TensorPrimitive::Float(want)),
+        );
+    }
 }
 
 /// The magnitude for [`Checker::close_products`] of `attention(q, k, v, mask, bias, options)`

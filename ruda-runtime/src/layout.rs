@@ -1,6 +1,7 @@
-//! Memory layout helpers: the kernels read plain contiguous arrays.
+//! Memory layout helpers shared by the native kernels: they read plain contiguous arrays,
+//! vectorized as wide as the device, the sizes and the buffers' alignment allow.
 
-use cubecl::{client::ComputeClient, prelude::*};
+use cubecl::{client::ComputeClient, ir::AddressType, prelude::*, server::Handle};
 
 use crate::tensor_buffer::TensorBuffer;
 
@@ -35,4 +36,31 @@ pub(crate) fn into_contiguous<R: cubecl::Runtime>(
 pub(crate) fn array_arg<R: cubecl::Runtime>(buffer: &TensorBuffer, len: usize) -> ArrayArg<R> {
     // SAFETY: callers pass the number of elements the buffer holds.
     unsafe { ArrayArg::from_raw_parts(buffer.handle.clone(), len) }
+}
+
+/// The widest vector the device likes for this element size that divides `d` and that every
+/// buffer's start is aligned to.
+pub(crate) fn vector_size<R: cubecl::Runtime>(
+    client: &ComputeClient<R>,
+    d: usize,
+    elem_size: usize,
+    handles: &[&Handle],
+) -> usize {
+    client
+        .io_optimized_vector_sizes(elem_size)
+        .filter(|&v| {
+            d.is_multiple_of(v)
+                && handles.iter().all(|h| {
+                    h.offset_start
+                        .unwrap_or(0)
+                        .is_multiple_of((v * elem_size) as u64)
+                })
+        })
+        .max()
+        .unwrap_or(1)
+}
+
+/// Address width for buffers of at most `max_elems` elements.
+pub(crate) fn address_type(max_elems: usize) -> AddressType {
+    AddressType::from_len(max_elems)
 }

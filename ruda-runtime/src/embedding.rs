@@ -1,0 +1,181 @@
+//! Native embedding backward: the gradient of an embedding table from its output's gradient.
+//!
+//! `embedding(weights [V, D], indices [...]) = weights[indices]` (one row per index), so row `v`
+//! of the table's gradient is the sum of the output-gradient rows whose index is `v`:
+//!
+//! ```text
+//! dweights[v, :] = sum over tokens t with indices[t] == v of grad[t, :]
+//! ```
+//!
+//! Why ruda has its own: Burn's default (`ModuleOps::embedding_backward`, a `select_add` in
+//! burn-cubecl) runs one unit per column, each walking every token in turn: `D` units for the
+//! whole GPU (512 on DESIGN.md's transformer), 1.5 ms per call on an H200 for 8192 tokens and 76
+//! rows, two calls per training step (`benches/results/2026-12-01-h200-step-breakdown.md`).
+//!
+//! Here one cube owns one block of columns of one table row: it stages the indices in shared
+//! memory a tile at a time, and each unit adds the gradient vectors of the matching tokens, in
+//! token order. `V * ceil(D / block)` cubes in all. No atomics: the result is deterministic and
+//! the additions happen in Burn's order (in f32, the same bits as Burn's kernel), accumulated in
+//! f32 for f16/bf16 gradients (f64 for f64). The cost is one shared-memory comparison per token
+//! and table row, plus one read of each gradient row: with `V` up to a few tens of thousands it
+//! is still well under Burn's serial walk.
+//!
+//! Indices outside `0..V` (negative included) match no row: they contribute nothing.
+//! Bad shapes or dtypes panic before anything is launched.
+
+use burn_backend::DType;
+use cubecl::{client::ComputeClient, prelude::*};
+
+use crate::layout::{address_type, array_arg, into_contiguous, vector_size};
+use crate::tensor_buffer::TensorBuffer;
+
+/// Most units in a cube: each unit holds one vector of columns, and the cube stages this many
+/// indices per tile.
+const MAX_BLOCK: usize = 256;
+/// Fewest units in a cube (a warp on NVIDIA GPUs), so that short rows still fill whole planes.
+const MIN_BLOCK: usize = 32;
+/// Most cubes launched: larger problems loop over their (row, column block) items.
+const MAX_CUBES: usize = 65_535;
+
+/// Gradient of an embedding table with `num_rows` rows (the table's `V`): `grad` is the
+/// output's gradient, of shape `indices.shape + [D]`; the result is `[num_rows, D]` in `grad`'s
+/// dtype.
+///
+/// # Panics
+/// When `grad` is not a float tensor, `indices` not an integer tensor, or their shapes do not
+/// match as above.
+pub fn embedding_backward<R: cubecl::Runtime>(
+    client: &ComputeClient<R>,
+    num_rows: usize,
+    grad: TensorBuffer,
+    indices: TensorBuffer,
+) -> TensorBuffer {
+    let d = check(&grad, &indices);
+    let tokens = indices.num_elements();
+    let out = TensorBuffer::empty(client, [num_rows, d].into(), grad.dtype);
+    if num_rows == 0 || d == 0 {
+        return out;
+    }
+
+    let grad = into_contiguous(client, grad);
+    let indices = into_contiguous(client, indices);
+    let vector = vector_size(client, d, grad.dtype.size(), &[&grad.handle, &out.handle]);
+    let d_vec = d / vector;
+    let block = d_vec.next_power_of_two().clamp(MIN_BLOCK, MAX_BLOCK);
+    let col_blocks = d_vec.div_ceil(block);
+    let items = num_rows * col_blocks;
+    let cubes = items.min(MAX_CUBES);
+    let accumulator = match grad.dtype {
+        DType::F64 => DType::F64,
+        _ => DType::F32,
+    };
+    let dtypes: [StorageType; 3] = [grad.dtype.into(), indices.dtype.into(), accumulator.into()];
+
+    // SAFETY: `grad` is contiguous with `tokens * d` elements, `indices` with `tokens`, `out`
+    // with `num_rows * d`; the kernel reads `grad` below `tokens * d_vec` vectors, `indices`
+    // below `tokens` and writes `out` below `num_rows * d_vec` vectors.
+    unsafe {
+        embedding_backward_kernel::launch_unchecked::<R>(
+            client,
+            CubeCount::new_1d(cubes as u32),
+            CubeDim::new_1d(block as u32),
+            address_type((tokens * d).max(num_rows * d)),
+            vector,
+            array_arg(&indices, tokens),
+            array_arg(&grad, tokens * d),
+            array_arg(&out, num_rows * d),
+            tokens,
+            d_vec,
+            col_blocks,
+            items,
+            block,
+            dtypes,
+        );
+    }
+    out
+}
+
+/// Checks the shapes and dtypes; returns `D`.
+fn check(grad: &TensorBuffer, indices: &TensorBuffer) -> usize {
+    assert!(
+        grad.dtype.is_float(),
+        "Embedding backward: the output gradient must be a float tensor, got {:?}",
+        grad.dtype
+    );
+    assert!(
+        indices.dtype.is_int() || indices.dtype.is_uint(),
+        "Embedding backward: the indices must be an integer tensor, got {:?}",
+        indices.dtype
+    );
+    check_shapes(&grad.shape, &indices.shape)
+}
+
+/// Checks that the output gradient's shape is the indices' shape plus one last dimension, the
+/// embedding size `D`, and returns `D`. The backends call it before queueing the kernel, so
+/// that a bad call panics where it is made.
+///
+/// # Panics
+/// When the shapes do not match so.
+pub fn check_shapes(grad: &[usize], indices: &[usize]) -> usize {
+    let rank = grad.len();
+    assert!(
+        rank >= 1 && indices.len() == rank - 1 && grad[..rank - 1] == indices[..],
+        "Embedding backward: the output gradient's shape must be the indices' shape plus the \
+         embedding size, got gradient {grad:?} and indices {indices:?}"
+    );
+    grad[rank - 1]
+}
+
+/// One cube per (table row, block of columns) item, looping over items past the grid. Every
+/// unit of a cube owns one vector of columns; the cube walks the tokens in tiles of
+/// `block` indices staged in shared memory, and each unit adds the gradient vectors of the tokens
+/// whose index is the row. The loops are uniform across the cube, so the barriers are reached
+/// by every unit.
+#[cube(launch_unchecked, address_type = "dynamic")]
+fn embedding_backward_kernel<F: Float, I: Int, A: Float, N: Size>(
+    indices: &Array<I>,
+    grad: &Array<Vector<F, N>>,
+    out: &mut Array<Vector<F, N>>,
+    tokens: usize,
+    d_vec: usize,
+    col_blocks: usize,
+    items: usize,
+    #[comptime] block: usize,
+    #[define(F, I, A)] _dtypes: [StorageType; 3],
+) {
+    let lane = UNIT_POS_X as usize;
+    let mut tile = SharedMemory::<I>::new(block);
+    let mut item = CUBE_POS;
+    while item < items {
+        let row = item / col_blocks;
+        let col = (item % col_blocks) * block + lane;
+        let target = I::cast_from(row);
+        let mut sum = Vector::<A, N>::from_int(0);
+        let mut start = 0;
+        while start < tokens {
+            let token = start + lane;
+            if token < tokens {
+                tile[lane] = indices[token];
+            }
+            sync_cube();
+            let mut len = tokens - start;
+            if len > block {
+                len = block;
+            }
+            if col < d_vec {
+                for j in 0..len {
+                    if tile[j] == target {
+                        sum += Vector::cast_from(grad[(start + j) * d_vec + col]);
+                    }
+                }
+            }
+            // Every unit is done with the tile before the next one overwrites it.
+            sync_cube();
+            start += block;
+        }
+        if col < d_vec {
+            out[row * d_vec + col] = Vector::cast_from(sum);
+        }
+        item += CUBE_COUNT;
+    }
+}
