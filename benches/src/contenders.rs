@@ -17,6 +17,14 @@ pub enum Contender {
     /// comparison ([`Contender::present`]); named in `RUDA_BENCH_BACKENDS` it separates the cost
     /// of the native LayerNorm node from that of the rest of the Ruda backend.
     RudaCudaComposed,
+    /// `burn_ruda::Autodiff<burn_ruda::Ruda<RudaCuda, bf16>>` on CUDA device 0: the training
+    /// step in bf16 (parameters, activations and gradients; LayerNorm statistics and the
+    /// native kernels' sums in f32). Only the training steps, and only when named in
+    /// `RUDA_BENCH_BACKENDS`.
+    RudaCudaBf16,
+    /// `burn::backend::Autodiff<burn::backend::Cuda<bf16>>` on CUDA device 0, beside
+    /// [`Contender::RudaCudaBf16`].
+    BurnCudaBf16,
     /// `burn_ruda::Autodiff<burn_ruda::Ruda<RudaWgpu>>` on a wgpu adapter.
     RudaWgpu(WgpuDevice),
     /// `burn::backend::Autodiff<burn::backend::Wgpu>` on the same wgpu adapter.
@@ -56,7 +64,14 @@ impl Contender {
             return present;
         };
         if cfg!(feature = "cuda") && cuda_available() {
-            present.insert(2, Contender::RudaCudaComposed);
+            present.splice(
+                2..2,
+                [
+                    Contender::RudaCudaComposed,
+                    Contender::RudaCudaBf16,
+                    Contender::BurnCudaBf16,
+                ],
+            );
         }
         let wanted: Vec<&str> = list
             .split(',')
@@ -77,10 +92,12 @@ impl Contender {
     }
 
     /// Every name [`Contender::name`] can return.
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 8] = [
         "ruda-cuda",
         "burn-cuda",
         "ruda-cuda-composed",
+        "ruda-cuda-bf16",
+        "burn-cuda-bf16",
         "ruda-wgpu",
         "burn-wgpu",
         "burn-ndarray",
@@ -92,6 +109,8 @@ impl Contender {
             Contender::RudaCuda => "ruda-cuda",
             Contender::BurnCuda => "burn-cuda",
             Contender::RudaCudaComposed => "ruda-cuda-composed",
+            Contender::RudaCudaBf16 => "ruda-cuda-bf16",
+            Contender::BurnCudaBf16 => "burn-cuda-bf16",
             Contender::RudaWgpu(_) => "ruda-wgpu",
             Contender::BurnWgpu(_) => "burn-wgpu",
             Contender::NdArray => "burn-ndarray",
@@ -104,15 +123,23 @@ impl Contender {
             Contender::RudaCuda => "burn_ruda::Autodiff<burn_ruda::Ruda<RudaCuda>>",
             Contender::BurnCuda => "burn::backend::Autodiff<burn::backend::Cuda>",
             Contender::RudaCudaComposed => "burn::backend::Autodiff<burn_ruda::Ruda<RudaCuda>>",
+            Contender::RudaCudaBf16 => "burn_ruda::Autodiff<burn_ruda::Ruda<RudaCuda, bf16>>",
+            Contender::BurnCudaBf16 => "burn::backend::Autodiff<burn::backend::Cuda<bf16>>",
             Contender::RudaWgpu(_) => "burn_ruda::Autodiff<burn_ruda::Ruda<RudaWgpu>>",
             Contender::BurnWgpu(_) => "burn::backend::Autodiff<burn::backend::Wgpu>",
             Contender::NdArray => "burn::backend::Autodiff<burn::backend::NdArray>",
         }
     }
 
-    /// Whether this is one of ruda's backends (which also have the kernel-level benchmarks).
+    /// Whether this is one of ruda's f32 backends (which also have the kernel-level
+    /// benchmarks).
     pub fn is_ruda(&self) -> bool {
         matches!(self, Contender::RudaCuda | Contender::RudaWgpu(_))
+    }
+
+    /// Whether this is one of the bf16 contenders, which run the training steps only.
+    pub fn is_bf16(&self) -> bool {
+        matches!(self, Contender::RudaCudaBf16 | Contender::BurnCudaBf16)
     }
 
     /// Whether the work runs on the CPU (NdArray, or a CPU wgpu adapter such as lavapipe):
@@ -121,16 +148,22 @@ impl Contender {
         match self {
             Contender::NdArray => true,
             Contender::RudaWgpu(d) | Contender::BurnWgpu(d) => *d == WgpuDevice::Cpu,
-            Contender::RudaCuda | Contender::BurnCuda | Contender::RudaCudaComposed => false,
+            Contender::RudaCuda
+            | Contender::BurnCuda
+            | Contender::RudaCudaComposed
+            | Contender::RudaCudaBf16
+            | Contender::BurnCudaBf16 => false,
         }
     }
 
     /// The device, as the tables print it.
     pub fn device_label(&self) -> String {
         match self {
-            Contender::RudaCuda | Contender::BurnCuda | Contender::RudaCudaComposed => {
-                "cuda:0".into()
-            }
+            Contender::RudaCuda
+            | Contender::BurnCuda
+            | Contender::RudaCudaComposed
+            | Contender::RudaCudaBf16
+            | Contender::BurnCudaBf16 => "cuda:0".into(),
             Contender::RudaWgpu(d) | Contender::BurnWgpu(d) => format!("wgpu:{d:?}"),
             Contender::NdArray => "cpu".into(),
         }

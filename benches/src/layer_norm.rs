@@ -229,13 +229,21 @@ pub fn first_calls_us<R: Runtime>(device: &R::Device, case: Case) -> (f64, f64) 
     (forward, backward)
 }
 
-/// Forward alone, or forward and backward.
+/// LayerNorm calls one after another with one device sync at the end, in [`Pass::BackToBack`].
+pub const BACK_TO_BACK_CALLS: usize = 20;
+
+/// Forward alone, or forward and backward, once or back to back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pass {
     /// Forward on the inner backend, no autodiff graph (PyTorch's `no_grad`).
     Forward,
     /// Forward, `y.backward()`, and the input's gradient read.
     ForwardBackward,
+    /// [`Pass::ForwardBackward`] [`BACK_TO_BACK_CALLS`] times with one device sync at the end,
+    /// as a training loop issues them: the device's idle time between synchronized calls (the
+    /// sleeps of CubeCL's device threads, the host's launch work) is paid once, not per call.
+    /// A sample is all the calls; per call is the sample's time divided by their number.
+    BackToBack,
 }
 
 impl Pass {
@@ -244,16 +252,26 @@ impl Pass {
         match self {
             Pass::Forward => "fwd",
             Pass::ForwardBackward => "fwdbwd",
+            Pass::BackToBack => "fwdbwd-x20",
+        }
+    }
+
+    /// LayerNorm calls in one sample: [`BACK_TO_BACK_CALLS`] back to back, else 1.
+    pub fn calls(self) -> usize {
+        match self {
+            Pass::BackToBack => BACK_TO_BACK_CALLS,
+            _ => 1,
         }
     }
 
     /// Elements moved per input element, for the effective bandwidth: the forward reads `x`
     /// and writes `y` (2), forward + backward also reads `x` and `dy` and writes `dx` (5), the
-    /// count `torch_layernorm.py` uses.
+    /// count `torch_layernorm.py` uses. Per call: a back-to-back sample moves [`Pass::calls`]
+    /// times as much.
     pub fn elements_moved(self) -> usize {
         match self {
             Pass::Forward => 2,
-            Pass::ForwardBackward => 5,
+            Pass::ForwardBackward | Pass::BackToBack => 5,
         }
     }
 }
@@ -276,10 +294,12 @@ pub fn layer_norm_call<B: AutodiffBackend>(
                 <B::InnerBackend as Backend>::sync(&device).expect("device sync failed");
             })
         }
-        Pass::ForwardBackward => Box::new(move || {
-            let xg = x.clone().detach().require_grad();
-            let grads = layer.forward(xg.clone()).backward();
-            drop(xg.grad(&grads).expect("x has a gradient"));
+        Pass::ForwardBackward | Pass::BackToBack => Box::new(move || {
+            for _ in 0..pass.calls() {
+                let xg = x.clone().detach().require_grad();
+                let grads = layer.forward(xg.clone()).backward();
+                drop(xg.grad(&grads).expect("x has a gradient"));
+            }
             B::sync(&device).expect("device sync failed");
         }),
     }

@@ -41,7 +41,9 @@ pub fn suite(quick: bool) -> Vec<Workload> {
             out.push(Workload::LayerNormKernel { rows, d, pass });
         }
     }
-    for pass in [Pass::Forward, Pass::ForwardBackward] {
+    // Through Burn also back to back, which is what a training loop sees (issue 18 compares it
+    // with the kernels' own time).
+    for pass in [Pass::Forward, Pass::ForwardBackward, Pass::BackToBack] {
         for &(rows, d) in shapes {
             out.push(Workload::LayerNormBurn { rows, d, pass });
         }

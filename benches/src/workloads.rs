@@ -5,7 +5,7 @@
 use burn::module::AutodiffModule;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{Distribution, Int, Tensor};
+use burn::tensor::{Distribution, Int, Tensor, bf16};
 use ruda_runtime::Runtime;
 use ruda_runtime::prelude::DType;
 
@@ -105,21 +105,24 @@ impl Workload {
         }
     }
 
-    /// Whether `contender` runs this workload (the kernel level is ruda's alone).
+    /// Whether `contender` runs this workload (the kernel level is ruda's alone; the bf16
+    /// contenders run the transformer step only).
     pub fn applies_to(&self, contender: &Contender) -> bool {
         match self {
+            _ if contender.is_bf16() => matches!(self, Workload::TransformerStep(_)),
             Workload::LayerNormKernel { .. } => contender.is_ruda(),
             _ => true,
         }
     }
 
     /// Work per call, in the unit of [`Workload::throughput_unit`]: bytes moved for LayerNorm
-    /// (f32), tokens for the transformer, images for MNIST.
+    /// (f32; all the LayerNorm calls of a back-to-back sample), tokens for the transformer,
+    /// images for MNIST.
     pub fn work_per_call(&self) -> u64 {
         match self {
             Workload::LayerNormKernel { rows, d, pass }
             | Workload::LayerNormBurn { rows, d, pass } => {
-                (rows * d * pass.elements_moved() * 4) as u64
+                (rows * d * pass.elements_moved() * pass.calls() * 4) as u64
             }
             Workload::TransformerStep(s) => s.tokens() as u64,
             Workload::MnistStep { batch } => *batch as u64,
@@ -167,9 +170,16 @@ pub fn prepare(contender: &Contender, workload: Workload) -> Option<Call> {
         Contender::RudaCudaComposed => autodiff_call::<
             BurnAutodiff<burn_ruda::Ruda<ruda_runtime::RudaCuda>>,
         >(Default::default(), workload),
+        #[cfg(feature = "cuda")]
+        Contender::RudaCudaBf16 => bf16_step::<
+            burn_ruda::Autodiff<burn_ruda::Ruda<ruda_runtime::RudaCuda, bf16>>,
+        >(Default::default(), workload),
         #[cfg(not(feature = "cuda"))]
-        Contender::RudaCuda | Contender::RudaCudaComposed => {
+        Contender::RudaCuda | Contender::RudaCudaComposed | Contender::RudaCudaBf16 => {
             panic!("{}: built without the `cuda` feature", contender.name())
+        }
+        Contender::BurnCudaBf16 => {
+            bf16_step::<BurnAutodiff<burn::backend::Cuda<bf16>>>(Default::default(), workload)
         }
         Contender::BurnCuda => {
             autodiff_call::<BurnAutodiff<burn::backend::Cuda>>(Default::default(), workload)
@@ -201,18 +211,26 @@ fn native_layer_norm<R: Runtime>(device: R::Device, rows: usize, d: usize, pass:
     };
     let Inputs { x, gamma, beta, dy } = Inputs::new(&client, case);
     Box::new(move || {
-        let [out, mean, rstd] = R::layer_norm(
-            &client,
-            x.clone(),
-            gamma.clone(),
-            Some(beta.clone()),
-            EPSILON,
-        );
-        drop(out);
-        if pass == Pass::ForwardBackward {
-            let grads =
-                R::layer_norm_backward(&client, x.clone(), gamma.clone(), dy.clone(), mean, rstd);
-            drop(grads);
+        for _ in 0..pass.calls() {
+            let [out, mean, rstd] = R::layer_norm(
+                &client,
+                x.clone(),
+                gamma.clone(),
+                Some(beta.clone()),
+                EPSILON,
+            );
+            drop(out);
+            if pass != Pass::Forward {
+                let grads = R::layer_norm_backward(
+                    &client,
+                    x.clone(),
+                    gamma.clone(),
+                    dy.clone(),
+                    mean,
+                    rstd,
+                );
+                drop(grads);
+            }
         }
         cubecl::future::block_on(client.sync()).expect("device sync failed");
     })
@@ -228,6 +246,16 @@ fn autodiff_call<B: AutodiffBackend>(device: B::Device, workload: Workload) -> C
         Workload::LayerNormKernel { .. } => {
             unreachable!("the kernel-level workload runs on ruda's runtimes, not through Burn")
         }
+    }
+}
+
+/// The transformer step of a bf16 contender (the only workload they run: see
+/// [`Workload::applies_to`]), without instantiating the other workloads for bf16.
+fn bf16_step<B: AutodiffBackend>(device: B::Device, workload: Workload) -> Call {
+    B::seed(&device, 42);
+    match workload {
+        Workload::TransformerStep(size) => transformer_step::<B>(device, size),
+        other => unreachable!("bf16 contenders run the transformer step only, not {other:?}"),
     }
 }
 

@@ -7,21 +7,7 @@ use burn_cubecl::{BoolElement, CubeRuntime, FloatElement, IntElement};
 
 use super::Ruda;
 
-/// The native embedding backward on `Ruda`'s tensors: `[weights.rows, D]` from the output
-/// gradient (`indices.shape + [D]`).
-pub(super) fn embedding_backward<R, F, I, BT>(
-    weights: FloatTensor<Ruda<R, F, I, BT>>,
-    output_grad: FloatTensor<Ruda<R, F, I, BT>>,
-    indices: IntTensor<Ruda<R, F, I, BT>>,
-) -> FloatTensor<Ruda<R, F, I, BT>>
-where
-    R: ruda_runtime::Runtime + CubeRuntime,
-    F: FloatElement,
-    I: IntElement,
-    BT: BoolElement,
-{
-    imp::embedding_backward::<R, F, I, BT>(weights, output_grad, indices)
-}
+pub(super) use imp::embedding_backward;
 
 /// Checks the shapes before anything is queued; returns the table's shape `[V, D]`.
 fn check_shapes(
@@ -48,7 +34,9 @@ mod imp {
     use super::*;
     use crate::embedding::cube_embedding_backward;
 
-    pub(super) fn embedding_backward<R, F, I, BT>(
+    /// The native embedding backward on `Ruda`'s tensors: `[weights.rows, D]` from the output
+    /// gradient (`indices.shape + [D]`).
+    pub(crate) fn embedding_backward<R, F, I, BT>(
         weights: FloatTensor<Ruda<R, F, I, BT>>,
         output_grad: FloatTensor<Ruda<R, F, I, BT>>,
         indices: IntTensor<Ruda<R, F, I, BT>>,
@@ -129,7 +117,9 @@ mod imp {
         }
     }
 
-    pub(super) fn embedding_backward<R, F, I, BT>(
+    /// The native embedding backward on `Ruda`'s tensors: `[weights.rows, D]` from the output
+    /// gradient (`indices.shape + [D]`).
+    pub(crate) fn embedding_backward<R, F, I, BT>(
         weights: FloatTensor<Ruda<R, F, I, BT>>,
         output_grad: FloatTensor<Ruda<R, F, I, BT>>,
         indices: IntTensor<Ruda<R, F, I, BT>>,
