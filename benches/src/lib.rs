@@ -10,6 +10,7 @@
 
 pub mod breakdown;
 pub mod contenders;
+pub mod embedding;
 pub mod layer_norm;
 pub mod report;
 pub mod span_profile;

@@ -2,9 +2,10 @@
 //! default walks every token on one unit per column), and a counter that lets tests prove the
 //! native path ran.
 //!
-//! [`crate::Ruda`] implements `ModuleOps::embedding_backward` with it on every runtime: under the
-//! `fusion` feature as a custom operation of Burn's fusion stream (`backend/embedding_ops.rs`),
-//! without it by a direct launch. Burn's autodiff calls it for the gradient of
+//! [`crate::Ruda`] implements `ModuleOps::embedding_backward` with it on every runtime for tables
+//! where it is the faster choice ([`ruda_runtime::embedding::prefers_native`]; Burn's kernel
+//! for larger ones): under the `fusion` feature as a custom operation of Burn's fusion stream
+//! (`backend/embedding_ops.rs`), without it by a direct launch. Burn's autodiff calls it for the gradient of
 //! `burn::nn::Embedding`, so it runs under `burn_ruda::Autodiff` and Burn's own `Autodiff` alike.
 
 use core::sync::atomic::{AtomicUsize, Ordering};

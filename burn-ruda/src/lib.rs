@@ -2,8 +2,8 @@
 //!
 //! [`Ruda`] is a Burn backend: every tensor operation is Burn's own (burn-cubecl's kernels,
 //! behind Burn's fusion engine when the `fusion` feature is on), except LayerNorm, the ruda
-//! runtime's native fused kernel, and the embedding table's gradient, a native kernel that
-//! replaces Burn's serial one ([`embedding`]). [`Autodiff`] is a drop-in for `burn::backend::Autodiff` that
+//! runtime's native fused kernel, and the embedding table's gradient for tables of up to 1024
+//! rows, a native kernel that replaces Burn's serial one ([`embedding`]). [`Autodiff`] is a drop-in for `burn::backend::Autodiff` that
 //! also runs the LayerNorm *backward* as one native kernel.
 //!
 //! ```text

@@ -17,8 +17,11 @@
 //! token order. `V * ceil(D / block)` cubes in all. No atomics: the result is deterministic and
 //! the additions happen in Burn's order (in f32, the same bits as Burn's kernel), accumulated in
 //! f32 for f16/bf16 gradients (f64 for f64). The cost is one shared-memory comparison per token
-//! and table row, plus one read of each gradient row: with `V` up to a few tens of thousands it
-//! is still well under Burn's serial walk.
+//! and table row, plus one read of each gradient row: every cube scans all tokens, so the time
+//! grows with the table's rows once their cubes no longer run at once. Measured on an H200 with
+//! 8192 tokens (`benches/results/2026-12-01-h200-embedding-backward.md`): 76 rows, 0.41 ms against
+//! Burn's 1.70 ms; 1024 rows, 0.85 ms against 1.81 ms; 50257 rows, 24 ms against 3.5 ms. So the backends use it only for tables of
+//! at most [`NATIVE_MAX_ROWS`] rows ([`prefers_native`]) and Burn's kernel above.
 //!
 //! Indices outside `0..V` (negative included) match no row: they contribute nothing.
 //! Bad shapes or dtypes panic before anything is launched.
@@ -36,6 +39,17 @@ const MAX_BLOCK: usize = 256;
 const MIN_BLOCK: usize = 32;
 /// Most cubes launched: larger problems loop over their (row, column block) items.
 const MAX_CUBES: usize = 65_535;
+/// Largest table the backends give this kernel: 1024 rows of up to 1024 columns are 1024 cubes of
+/// 256 units, which an H200 (132 multiprocessors, 8 such cubes each) runs in one wave, so the
+/// time stays that of one cube's scan; beyond a few waves Burn's kernel is faster.
+pub const NATIVE_MAX_ROWS: usize = 1024;
+
+/// Whether this kernel is the faster choice for a table of `num_rows` rows: at most
+/// [`NATIVE_MAX_ROWS`] (character and byte vocabularies, position tables); Burn's kernel for
+/// word-piece vocabularies.
+pub fn prefers_native(num_rows: usize) -> bool {
+    num_rows <= NATIVE_MAX_ROWS
+}
 
 /// Gradient of an embedding table with `num_rows` rows (the table's `V`): `grad` is the
 /// output's gradient, of shape `indices.shape + [D]`; the result is `[num_rows, D]` in `grad`'s

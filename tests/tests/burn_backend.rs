@@ -396,7 +396,8 @@ fn burn_autodiff_over_ruda_trains_like_ndarray_with_composed_layer_norm() {
 
 /// `burn::nn::Embedding`'s gradient under both autodiffs over `Ruda` runs the native kernel
 /// once per backward, and gives the same bits as Burn's own kernel (`select_add` on the same
-/// device, through `Inner`): both add the rows of each table row in token order, in f32.
+/// device, through `Inner`): both add the rows of each table row in token order, in f32. Tables
+/// above the native kernel's limit go to Burn's kernel.
 #[test]
 #[serial]
 fn embedding_gradient_runs_the_native_kernel_with_burns_bits() {
@@ -434,6 +435,25 @@ fn embedding_gradient_runs_the_native_kernel_with_burns_bits() {
             "{run}: gradient is zero"
         );
     }
+
+    // A table above the native kernel's limit goes to Burn's kernel (module_ops_match_ndarray
+    // checks its values).
+    let rows = ruda_runtime::embedding::NATIVE_MAX_ROWS + 1;
+    let before = native_embedding_backward_calls();
+    let (table, _) = floats::<2>(56, [rows, 4]);
+    let (grad, _) = floats::<3>(57, [1, 8, 4]);
+    let big_ids = Tensor::<R, 2, Int>::from_data(int_data(58, &[1, 8], rows as i64), &rdev());
+    let out = R::embedding_backward(
+        table.into_primitive().tensor(),
+        grad.into_primitive().tensor(),
+        big_ids.into_primitive(),
+    );
+    let _ = Tensor::<R, 2>::from_primitive(TensorPrimitive::Float(out)).into_data();
+    assert_eq!(
+        native_embedding_backward_calls(),
+        before,
+        "large table: native launches"
+    );
 
     type Burns = burn_ruda::Inner<RudaWgpu, f32, i32, u32>;
     let (table, _) = floats::<2>(52, [30, 20]);

@@ -68,6 +68,9 @@ struct Options {
     /// The published comparison on every backend present (RUDA_BENCH_BACKENDS narrows them)
     #[arg(long)]
     benchmarks: bool,
+    /// Only the embedding gradient: ruda's native kernel against Burn's, on CUDA or else wgpu
+    #[arg(long)]
+    embedding: bool,
     /// Where --benchmarks writes its CSV
     #[arg(long, value_name = "PATH")]
     csv: Option<String>,
@@ -91,6 +94,10 @@ fn main() {
     }
     if options.benchmarks {
         benchmarks(&options);
+        return;
+    }
+    if options.embedding {
+        embedding_only();
         return;
     }
     if options.differential_only {
@@ -240,6 +247,39 @@ fn differential_only(only: Option<&str>) -> usize {
         &Default::default(),
         only,
     )
+}
+
+/// Only the embedding gradient (`--embedding`): ruda's native kernel (`Ruda`) against Burn's
+/// `select_add` (`burn_ruda::Inner`, the same device and fusion engine), on CUDA or else the wgpu
+/// device, at the sizes of `ruda_benches::embedding::CASES`.
+fn embedding_only() {
+    use ruda_benches::embedding::{CASES, embedding_backward_us};
+    fn run<R: ruda_runtime::Runtime + ruda_runtime::burn_cubecl::CubeRuntime>(
+        name: &str,
+        device: &R::Device,
+    ) where
+        R::Device: burn::tensor::backend::DeviceOps,
+    {
+        type Native<R> = burn_ruda::Ruda<R>;
+        type Burns<R> = burn_ruda::Inner<R, f32, i32, u32>;
+        println!("\n## {name}: embedding backward, f32, median us per call (each call synced)\n");
+        println!("rows\ttokens\td\truda_us\tburn_us\tburn_over_ruda");
+        for (rows, tokens, d) in CASES {
+            let plan = TimingPlan::STANDARD;
+            let native = embedding_backward_us::<Native<R>>(device, rows, tokens, d, plan);
+            let burns = embedding_backward_us::<Burns<R>>(device, rows, tokens, d, plan);
+            println!(
+                "{rows}\t{tokens}\t{d}\t{native:.1}\t{burns:.1}\t{:.2}",
+                burns / native
+            );
+        }
+    }
+    #[cfg(feature = "cuda")]
+    if ruda_runtime::runtime::cuda::cuda_device_count() > 0 {
+        run::<ruda_runtime::RudaCuda>("ruda-cuda", &Default::default());
+        return;
+    }
+    run::<ruda_runtime::RudaWgpu>("ruda-wgpu", &Default::default());
 }
 
 /// Only the LayerNorm autotuning section (`--autotune`), on CUDA or else the wgpu device.

@@ -1,11 +1,13 @@
-//! `ModuleOps::embedding_backward` for [`Ruda`]: the native kernel of
-//! [`ruda_runtime::embedding`], launched directly on burn-cubecl's tensors or, under the `fusion`
-//! feature, queued in Burn's fusion stream as a custom operation (see [`crate::embedding`]).
+//! `ModuleOps::embedding_backward` for [`Ruda`]: for tables where it is the faster choice
+//! ([`ruda_runtime::embedding::prefers_native`]), the native kernel, launched directly on
+//! burn-cubecl's tensors or, under the `fusion` feature, queued in Burn's fusion stream as a
+//! custom operation (see [`crate::embedding`]); Burn's own for larger tables.
 
+use burn_backend::ops::ModuleOps;
 use burn_backend::tensor::{FloatTensor, IntTensor};
 use burn_cubecl::{BoolElement, CubeRuntime, FloatElement, IntElement};
 
-use super::Ruda;
+use super::{Inner, Ruda};
 
 pub(super) use imp::embedding_backward;
 
@@ -27,6 +29,25 @@ fn check_shapes(
          got gradient {grad:?} and weights {weights:?}"
     );
     [weights[0], d]
+}
+
+/// Burn's embedding backward (its default `select_add`), on the inner backend.
+fn burns<R, F, I, BT>(
+    weights: FloatTensor<Ruda<R, F, I, BT>>,
+    output_grad: FloatTensor<Ruda<R, F, I, BT>>,
+    indices: IntTensor<Ruda<R, F, I, BT>>,
+) -> FloatTensor<Ruda<R, F, I, BT>>
+where
+    R: ruda_runtime::Runtime + CubeRuntime,
+    F: FloatElement,
+    I: IntElement,
+    BT: BoolElement,
+{
+    <Inner<R, F, I, BT> as ModuleOps<Inner<R, F, I, BT>>>::embedding_backward(
+        weights,
+        output_grad,
+        indices,
+    )
 }
 
 #[cfg(not(feature = "fusion"))]
@@ -52,6 +73,9 @@ mod imp {
             output_grad.meta.shape(),
             indices.meta.shape(),
         );
+        if !ruda_runtime::embedding::prefers_native(rows) {
+            return burns::<R, F, I, BT>(weights, output_grad, indices);
+        }
         cube_embedding_backward::<R>(rows, output_grad, indices)
     }
 }
@@ -131,6 +155,9 @@ mod imp {
         BT: BoolElement,
     {
         let [rows, d] = check_shapes(&weights.shape, &output_grad.shape, &indices.shape);
+        if !ruda_runtime::embedding::prefers_native(rows) {
+            return burns::<R, F, I, BT>(weights, output_grad, indices);
+        }
         let client = output_grad.client.clone();
         let dtype = output_grad.dtype;
         let streams = OperationStreams::with_inputs([&output_grad, &indices]);

@@ -176,7 +176,8 @@ where
         }
     }
 
-    // Native on every runtime: Burn's default walks every token on one unit per column.
+    // Native on every runtime for small tables (Burn's default walks every token on one unit per
+    // column); Burn's for large ones.
     fn embedding_backward(
         weights: FloatTensor<Self>,
         output_grad: FloatTensor<Self>,

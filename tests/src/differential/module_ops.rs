@@ -230,12 +230,15 @@ pub fn embedding<B: Backend>(device: &B::Device) -> CheckResult {
 /// The table gradient (`ModuleOps::embedding_backward`, what Burn's autodiff calls) at shapes
 /// that reach every path of a tiled kernel: several index tiles with a partial last one
 /// (1200 and 300 tokens), several column blocks and vector widths (`d` = 6, 520, 1030), rows that
-/// no index names (ids drawn below half the table), and the training step's table (76 rows).
+/// no index names (ids drawn below half the table), the training step's table (76 rows), and a
+/// table above `ruda_runtime::embedding::NATIVE_MAX_ROWS` (5003 rows), which `Ruda` gives to
+/// Burn's kernel.
 fn embedding_backward_cases<B: Backend>(c: &mut Checker<B>) {
     for (seed, rows, d, ids_shape, bound) in [
         (31, 10, 6, [3, 4], 10),
         (33, 76, 520, [4, 300], 76),
         (35, 40, 1030, [3, 100], 20),
+        (37, 5003, 8, [2, 150], 5003),
     ] {
         let (table, ntable) = c.floats::<2>(seed, [rows, d]);
         let (grad, ngrad) = c.floats::<3>(seed + 1, [ids_shape[0], ids_shape[1], d]);
