@@ -12,6 +12,7 @@ pub mod breakdown;
 pub mod contenders;
 pub mod embedding;
 pub mod layer_norm;
+pub mod products;
 pub mod report;
 pub mod span_profile;
 pub mod suite;

@@ -154,6 +154,21 @@ trait AutodiffOwnOps: Backend {
         output_grad: FloatTensor<Self>,
         indices: IntTensor<Self>,
     ) -> FloatTensor<Self>;
+    fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
+    fn linear(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+    ) -> FloatTensor<Self>;
+    fn linear_x_backward(
+        weight: FloatTensor<Self>,
+        output_grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self>;
+    fn linear_weight_backward(
+        x: FloatTensor<Self>,
+        output_grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self>;
+    fn linear_bias_backward(output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
     fn float_to_device(tensor: FloatTensor<Self>, device: &Device<Self>) -> FloatTensor<Self>;
     fn int_to_device(tensor: IntTensor<Self>, device: &Device<Self>) -> IntTensor<Self>;
     fn bool_to_device(tensor: BoolTensor<Self>, device: &Device<Self>) -> BoolTensor<Self>;
@@ -324,6 +339,38 @@ impl<B: LayerNormBackend, C: CheckpointStrategy> AutodiffOwnOps for Autodiff<B, 
         indices: IntTensor<Self>,
     ) -> FloatTensor<Self> {
         AdInner::<B, C>::embedding_backward(weights, output_grad, indices)
+    }
+
+    // Burn's autodiff records products and linear layers and runs the inner backend's methods,
+    // forward and backward (a `Ruda`: native products where the runtime has them).
+    fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        AdInner::<B, C>::float_matmul(lhs, rhs)
+    }
+
+    fn linear(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+    ) -> FloatTensor<Self> {
+        AdInner::<B, C>::linear(x, weight, bias)
+    }
+
+    fn linear_x_backward(
+        weight: FloatTensor<Self>,
+        output_grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        AdInner::<B, C>::linear_x_backward(weight, output_grad)
+    }
+
+    fn linear_weight_backward(
+        x: FloatTensor<Self>,
+        output_grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        AdInner::<B, C>::linear_weight_backward(x, output_grad)
+    }
+
+    fn linear_bias_backward(output_grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        AdInner::<B, C>::linear_bias_backward(output_grad)
     }
 
     // Burn's autodiff moves the primitive with the inner backend's method (a `Ruda`: through

@@ -2,9 +2,10 @@
 //!
 //! [`Ruda`] is a Burn backend: every tensor operation is Burn's own (burn-cubecl's kernels,
 //! behind Burn's fusion engine when the `fusion` feature is on), except LayerNorm, the ruda
-//! runtime's native fused kernel, and the embedding table's gradient for tables of up to 1024
-//! rows, a native kernel that replaces Burn's serial one ([`embedding`]). [`Autodiff`] is a drop-in for `burn::backend::Autodiff` that
-//! also runs the LayerNorm *backward* as one native kernel.
+//! runtime's native fused kernel, the embedding table's gradient for tables of up to 1024
+//! rows, a native kernel that replaces Burn's serial one ([`embedding`]), and, on CUDA, matrix
+//! products and linear layers, which run through cuBLAS ([`matmul`]). [`Autodiff`] is a drop-in
+//! for `burn::backend::Autodiff` that also runs the LayerNorm *backward* as one native kernel.
 //!
 //! ```text
 //! // Before                                  // After
@@ -32,6 +33,8 @@
 //!   `burn::nn::Embedding` (under [`Autodiff`] and Burn's own `Autodiff` alike).
 //! - [`layer_norm`]: the native LayerNorm as a custom operation of the fusion stream, and the
 //!   [`LayerNormBackend`] trait the autodiff decorator uses.
+//! - [`matmul`]: `float_matmul` and `ModuleOps::linear` and its three gradients as native
+//!   products where the runtime has them (cuBLAS on [`RudaCuda`]), Burn's elsewhere.
 //! - [`autodiff`]: the decorator, recording LayerNorm as one autodiff node (memory-bound: under
 //!   Burn's `BalancedCheckpointing` its output is recomputed by one more native forward).
 //!
@@ -50,8 +53,9 @@
 //! Burn 0.21's transfer, which leaves the destination unwritten there ([`transfer`]).
 //!
 //! # Not done yet
-//! - Only `layer_norm` and `embedding_backward` are native; every other op (including the other
-//!   normalizations) is Burn's.
+//! - Only `layer_norm`, `embedding_backward`, and on CUDA `float_matmul` and the `linear` ops are
+//!   native; every other op (including the other normalizations, convolutions and Burn's
+//!   `attention` module op, which composes `float_matmul`) is Burn's.
 //! - [`Autodiff`] requires a [`LayerNormBackend`] inner backend (any [`Ruda`]); for other
 //!   backends use `burn::backend::Autodiff`.
 
@@ -66,6 +70,7 @@ pub mod backend;
 pub mod distributed;
 pub mod embedding;
 pub mod layer_norm;
+pub mod matmul;
 pub mod rebind;
 pub mod transfer;
 

@@ -11,8 +11,8 @@
 //!
 //! Notation inside the list:
 //! - `#[own] fn ...` — the wrapper implements this method itself, through the "own" trait
-//!   named by the caller (`ModuleOps::layer_norm`, `ModuleOps::embedding_backward` and the four
-//!   `*_to_device`);
+//!   named by the caller (`ModuleOps::layer_norm`, `ModuleOps::embedding_backward`, the four
+//!   `*_to_device`, `float_matmul` and the four `linear*` methods);
 //! - `#[rebind] arg: T<Self>` / `-> T<Self> => rebind` — a struct generic over the backend
 //!   (`TensorPrimitive<B>`, `MaxPool2dWithIndices<B>`, ...) whose fields are primitives: it is
 //!   rebuilt field by field for the other backend (see [`crate::rebind`]);
@@ -83,7 +83,7 @@ macro_rules! with_backend_signatures {
             fn float_div_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self>;
             fn float_remainder(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
             fn float_remainder_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self>;
-            fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
+            #[own] fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
             fn float_cross(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
             fn float_neg(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
             fn float_recip(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
@@ -334,10 +334,10 @@ macro_rules! with_backend_signatures {
         ops ModuleOps {
             fn embedding(weights: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self>;
             #[own] fn embedding_backward(weights: FloatTensor<Self>, output_grad: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self>;
-            fn linear(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>) -> FloatTensor<Self>;
-            fn linear_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
-            fn linear_weight_backward(x: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
-            fn linear_bias_backward(output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
+            #[own] fn linear(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>) -> FloatTensor<Self>;
+            #[own] fn linear_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
+            #[own] fn linear_weight_backward(x: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
+            #[own] fn linear_bias_backward(output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
             fn conv1d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>, options: ConvOptions<1>) -> FloatTensor<Self>;
             fn conv1d_x_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvOptions<1>) -> FloatTensor<Self>;
             fn conv1d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>, options: ConvOptions<1>) -> FloatTensor<Self>;

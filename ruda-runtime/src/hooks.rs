@@ -66,6 +66,23 @@ pub trait Runtime: cubecl::Runtime {
         unimplemented!("runtime does not supply native LayerNorm backward")
     }
 
+    /// Whether matrix products on `client`'s device have a native implementation
+    /// ([`Runtime::matmul`]; see [`crate::matmul`]). The default: no, Burn's matmul runs.
+    fn has_native_matmul(_client: &ComputeClient<Self>) -> bool {
+        false
+    }
+
+    /// Native `lhs x rhs` (`[.., m, k] x [.., k, n]`, batch dimensions broadcast), returning a
+    /// fresh row-major buffer of `lhs`'s dtype. Called only when [`Runtime::has_native_matmul`]
+    /// is true, with equal float dtypes and layouts [`crate::matmul::plan`] accepts.
+    fn matmul(
+        _client: &ComputeClient<Self>,
+        _lhs: TensorBuffer,
+        _rhs: TensorBuffer,
+    ) -> TensorBuffer {
+        unimplemented!("runtime does not supply a native matmul")
+    }
+
     /// Stable loaded driver/runtime identity for persistent autotuning. Unknown backends return
     /// None and use session-only caches; device ordinal or API major version alone is insufficient.
     /// Adding a default preserves existing custom Runtime implementations.

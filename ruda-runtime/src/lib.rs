@@ -4,7 +4,8 @@
 //! fused LayerNorm hooks and a driver fingerprint for persistent autotuning. This crate provides
 //! the trait, the buffer type its hooks exchange ([`TensorBuffer`]), the two ruda runtimes
 //! ([`RudaCuda`] and [`RudaWgpu`]), the LayerNorm kernels, the embedding-backward kernel
-//! ([`embedding`], runtime-independent), device discovery ([`device`]), and
+//! ([`embedding`], runtime-independent), native matrix products (cuBLAS on [`RudaCuda`],
+//! [`matmul`]), device discovery ([`device`]), and
 //! persistent autotuning and compiled kernels, keyed by the driver fingerprint ([`autotune`],
 //! [`compilation_cache`]).
 //!
@@ -23,6 +24,7 @@ mod fingerprint;
 pub mod hooks;
 pub mod layer_norm;
 mod layout;
+pub mod matmul;
 pub mod process;
 pub mod runtime;
 pub mod tensor_buffer;

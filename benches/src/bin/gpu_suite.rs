@@ -71,6 +71,9 @@ struct Options {
     /// Only the embedding gradient: ruda's native kernel against Burn's, on CUDA or else wgpu
     #[arg(long)]
     embedding: bool,
+    /// Only the matrix products: ruda's native product against burn-cubecl's, on CUDA or else wgpu
+    #[arg(long)]
+    matmul: bool,
     /// Where --benchmarks writes its CSV
     #[arg(long, value_name = "PATH")]
     csv: Option<String>,
@@ -98,6 +101,10 @@ fn main() {
     }
     if options.embedding {
         embedding_only();
+        return;
+    }
+    if options.matmul {
+        matmul_only();
         return;
     }
     if options.differential_only {
@@ -247,6 +254,56 @@ fn differential_only(only: Option<&str>) -> usize {
         &Default::default(),
         only,
     )
+}
+
+/// Only the matrix products (`--matmul`): ruda's native product (`Ruda`) against burn-cubecl's
+/// tuned kernels (`burn_ruda::Inner`, the same device and fusion engine), on CUDA or else the wgpu
+/// device, at the shapes of `ruda_benches::products::CASES`; f32 (TF32 on both where the GPU has
+/// it) and bf16.
+fn matmul_only() {
+    use ruda_benches::products::{CASES, product_us};
+    fn run<R: ruda_runtime::Runtime + ruda_runtime::burn_cubecl::CubeRuntime, F>(
+        name: &str,
+        device: &R::Device,
+    ) where
+        R::Device: burn::tensor::backend::DeviceOps,
+        F: ruda_runtime::burn_cubecl::FloatElement,
+    {
+        type Native<R, F> = burn_ruda::Ruda<R, F>;
+        type Burns<R, F> = burn_ruda::Inner<R, F, i32, u32>;
+        let dtype = core::any::type_name::<F>();
+        println!(
+            "\n## {name}: matrix products, {dtype}, median us per call ({} calls back to back, \
+             one sync)\n",
+            ruda_benches::products::CALLS_PER_SYNC
+        );
+        println!("product\truda_us\tburn_us\tburn_over_ruda\truda_tflops\tburn_tflops");
+        for product in CASES {
+            let plan = TimingPlan::STANDARD;
+            let native = product_us::<Native<R, F>>(device, product, plan);
+            let burns = product_us::<Burns<R, F>>(device, product, plan);
+            let tflops = |us: f64| product.flops() / us / 1e6;
+            println!(
+                "{}\t{native:.1}\t{burns:.1}\t{:.2}\t{:.1}\t{:.1}",
+                product.name(),
+                burns / native,
+                tflops(native),
+                tflops(burns)
+            );
+        }
+        println!(
+            "# native products run by this process so far: {}",
+            burn_ruda::matmul::native_matmul_calls()
+        );
+    }
+    #[cfg(feature = "cuda")]
+    if ruda_runtime::runtime::cuda::cuda_device_count() > 0 {
+        let device = Default::default();
+        run::<ruda_runtime::RudaCuda, f32>("ruda-cuda", &device);
+        run::<ruda_runtime::RudaCuda, burn::tensor::bf16>("ruda-cuda", &device);
+        return;
+    }
+    run::<ruda_runtime::RudaWgpu, f32>("ruda-wgpu", &Default::default());
 }
 
 /// Only the embedding gradient (`--embedding`): ruda's native kernel (`Ruda`) against Burn's
@@ -470,9 +527,11 @@ fn differential<B: burn_ruda::LayerNormBackend>(
         "# f32 matmul operands on this device: {precision:?} (measured; the matmul, convolution \
          and attention checks allow its rounding)"
     );
-    // Family by family, so that each result is printed as soon as it is known.
-    Family::ALL
+    // Family by family, so that each result is printed as soon as it is known; the products'
+    // family too, which CI's lavapipe runs leave out.
+    let failures = Family::ALL
         .iter()
+        .chain([&Family::Products])
         .map(|family| {
             let outcomes =
                 run_checks_with::<B, burn_ruda::Autodiff<B>>(&[*family], device, device, |check| {
@@ -484,7 +543,12 @@ fn differential<B: burn_ruda::LayerNormBackend>(
                 });
             report(&outcomes)
         })
-        .sum()
+        .sum();
+    println!(
+        "# native matrix products run so far: {}",
+        burn_ruda::matmul::native_matmul_calls()
+    );
+    failures
 }
 
 /// Whether `variant` accepts rows of `d` (the register-held variants have a size limit).

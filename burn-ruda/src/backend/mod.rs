@@ -18,6 +18,8 @@ use crate::transfer;
 mod embedding_ops;
 // `LayerNormBackend` for `Ruda`: its native kernels, wired into Burn.
 mod layer_norm_ops;
+// `float_matmul` and `ModuleOps::linear*` for `Ruda`: native products where the runtime has them.
+mod matmul_ops;
 
 /// The backend `Ruda` delegates every operation to: Burn's fusion engine over burn-cubecl's
 /// kernels (feature `fusion`, on by default), or burn-cubecl's kernels directly.
@@ -139,6 +141,21 @@ trait RudaOwnOps: Backend {
         output_grad: FloatTensor<Self>,
         indices: IntTensor<Self>,
     ) -> FloatTensor<Self>;
+    fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
+    fn linear(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+    ) -> FloatTensor<Self>;
+    fn linear_x_backward(
+        weight: FloatTensor<Self>,
+        output_grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self>;
+    fn linear_weight_backward(
+        x: FloatTensor<Self>,
+        output_grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self>;
+    fn linear_bias_backward(output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
     fn float_to_device(tensor: FloatTensor<Self>, device: &Device<Self>) -> FloatTensor<Self>;
     fn int_to_device(tensor: IntTensor<Self>, device: &Device<Self>) -> IntTensor<Self>;
     fn bool_to_device(tensor: BoolTensor<Self>, device: &Device<Self>) -> BoolTensor<Self>;
@@ -184,6 +201,37 @@ where
         indices: IntTensor<Self>,
     ) -> FloatTensor<Self> {
         embedding_ops::embedding_backward::<R, F, I, BT>(weights, output_grad, indices)
+    }
+
+    // Native products where the runtime has them (cuBLAS on CUDA), Burn's elsewhere.
+    fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        matmul_ops::float_matmul::<R, F, I, BT>(lhs, rhs)
+    }
+
+    fn linear(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+    ) -> FloatTensor<Self> {
+        matmul_ops::linear::<R, F, I, BT>(x, weight, bias)
+    }
+
+    fn linear_x_backward(
+        weight: FloatTensor<Self>,
+        output_grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        matmul_ops::linear_x_backward::<R, F, I, BT>(weight, output_grad)
+    }
+
+    fn linear_weight_backward(
+        x: FloatTensor<Self>,
+        output_grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        matmul_ops::linear_weight_backward::<R, F, I, BT>(x, output_grad)
+    }
+
+    fn linear_bias_backward(output_grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        matmul_ops::linear_bias_backward::<R, F, I, BT>(output_grad)
     }
 
     fn float_to_device(tensor: FloatTensor<Self>, device: &Device<Self>) -> FloatTensor<Self> {

@@ -104,6 +104,19 @@ impl Runtime for RudaCuda {
         crate::layer_norm_backward(client, input, weight, grad, mean, rstd)
     }
 
+    fn has_native_matmul(client: &ComputeClient<Self>) -> bool {
+        CLIENTS
+            .device(server_key(client))
+            .is_some_and(|device| crate::matmul::cublas::available(&device).is_ok())
+    }
+
+    fn matmul(client: &ComputeClient<Self>, lhs: TensorBuffer, rhs: TensorBuffer) -> TensorBuffer {
+        let device = CLIENTS
+            .device(server_key(client))
+            .expect("ruda matmul: a client not opened through RudaCuda::client");
+        crate::matmul::cublas::matmul(client, &device, lhs, rhs)
+    }
+
     fn autotune_driver_fingerprint(client: &ComputeClient<Self>) -> Option<String> {
         device_fingerprint(&CLIENTS.device(server_key(client))?)
     }

@@ -42,6 +42,7 @@ pub mod gradients;
 pub mod indexing;
 pub mod int_bool;
 pub mod module_ops;
+pub mod products;
 pub mod quantization;
 pub mod reductions;
 pub mod sorting;
@@ -87,6 +88,9 @@ pub enum Family {
     Transactions,
     /// Gradients of op-level expressions and of an MLP, a CNN and a `TransformerEncoder`.
     Gradients,
+    /// Matrix products in every layout, `linear` forward and backward, chains, f16 and bf16
+    /// ([`products`]). Not in [`Family::ALL`]: the GPU suite runs it (see [`products`] why).
+    Products,
 }
 
 impl Family {
@@ -170,6 +174,17 @@ fn checks_of<B: Backend, A: AutodiffBackend>(
             ("gradients of a CNN", |_, a| gradients::cnn::<A>(a)),
             ("gradients of a TransformerEncoder", |_, a| {
                 gradients::transformer::<A>(a)
+            }),
+        ],
+        Family::Products => vec![
+            ("matmul layouts", |d, _| products::layouts::<B>(d)),
+            ("linear forward", |d, _| products::linear_forward::<B>(d)),
+            ("chained products", |d, _| products::chain::<B>(d)),
+            ("f16 and bf16 products", |d, _| {
+                products::half_precision::<B>(d)
+            }),
+            ("gradients of linear layers", |_, a| {
+                products::linear_gradients::<A>(a)
             }),
         ],
     }
@@ -402,21 +417,25 @@ pub enum MatmulPrecision {
 }
 
 impl MatmulPrecision {
-    /// Measures it on `device`: a `[2, 3, 17, 9] x [2, 3, 9, 13]` matmul (the shape of the matmul
-    /// check) of `1 + 2^-13` by ones sums to `9 + 9 * 2^-13` in f32, but to `9` when the
-    /// operands are rounded to TF32. Convolutions and attention use the same matmul engine.
+    /// Measures it on `device`: a `[.., m, k] x [.., k, n]` matmul of `1 + 2^-13` by ones sums
+    /// to `k + k * 2^-13` in f32, but to `k` when the operands are rounded to TF32. Several
+    /// shapes, because a library picks its kernel by shape (cuBLAS runs small products without
+    /// tensor cores and larger ones in TF32): the shape of the matmul check, a product of the
+    /// size of the other checks' products, and a larger one. Convolutions and attention use the
+    /// same matmul engines.
     pub fn of<B: Backend>(device: &B::Device) -> Self {
-        let a = Tensor::<B, 4>::full([2, 3, 17, 9], 1.0 + 2f32.powi(-13), device);
-        let b = Tensor::<B, 4>::ones([2, 3, 9, 13], device);
-        let got = f32s(&a.matmul(b).into_data());
-        let exact = 9.0 * (1.0 + 2f32.powi(-13));
-        if got
-            .iter()
-            .all(|&v| (v - exact).abs() < 9.0 * 2f32.powi(-15))
-        {
-            MatmulPrecision::F32
-        } else {
+        let rounds = |batch: [usize; 2], m: usize, k: usize, n: usize| {
+            let a = Tensor::<B, 4>::full([batch[0], batch[1], m, k], 1.0 + 2f32.powi(-13), device);
+            let b = Tensor::<B, 4>::ones([batch[0], batch[1], k, n], device);
+            let got = f32s(&a.matmul(b).into_data());
+            let exact = k as f32 * (1.0 + 2f32.powi(-13));
+            got.iter()
+                .any(|&v| (v - exact).abs() >= k as f32 * 2f32.powi(-15))
+        };
+        if rounds([2, 3], 17, 9, 13) || rounds([1, 1], 37, 19, 23) || rounds([1, 2], 128, 96, 128) {
             MatmulPrecision::Tf32
+        } else {
+            MatmulPrecision::F32
         }
     }
 

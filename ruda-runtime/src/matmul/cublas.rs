@@ -1,0 +1,378 @@
+//! cuBLAS products on [`RudaCuda`], issued from CubeCL's device thread.
+//!
+//! Each product is one task on the device thread of CubeCL's CUDA server (the thread that
+//! launches every CubeCL kernel of the device, in the order the program queued them). The task
+//! resolves the three buffers to device pointers through the server, then, on ruda's own stream:
+//! waits for all work the context has queued so far (`cuCtxRecordEvent` + `cuStreamWaitEvent`),
+//! runs `cublasGemmStridedBatchedEx`, and makes all work queued later in the context wait for it
+//! (`cuEventRecord` + `cuCtxWaitEvent`). Operands are therefore written before the product
+//! reads them, and the output is written before anything reads it or reuses the operands'
+//! memory, on every CubeCL stream, without a host synchronisation.
+//!
+//! The task cannot return an error to the program (it runs later, on another thread). A failure
+//! is kept and reported by the next call's panic on the caller's thread, with the device and
+//! the product it came from; CubeCL keeps working.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use burn_backend::DType;
+use cubecl::{
+    Runtime as CubeclRuntime,
+    client::ComputeClient,
+    cuda::CudaDevice,
+    device::Device,
+    device_handle::DeviceHandle,
+    server::{ComputeServer, Handle},
+    stream_id::StreamId,
+};
+use cudarc::cublas::sys as blas;
+use cudarc::driver::sys as cu;
+
+use super::plan::{GemmPlan, output_shape, plan};
+use super::supports_dtype;
+use crate::RudaCuda;
+use crate::tensor_buffer::TensorBuffer;
+
+type Server = <RudaCuda as CubeclRuntime>::Server;
+
+/// The first driver API with context-wide events (CUDA 12.5).
+const MIN_DRIVER_API: i32 = 12050;
+
+/// Whether products on `device` run through cuBLAS: `Ok` once the library loaded and its handle,
+/// stream and events exist for the device; `Err` with the reason otherwise (checked once per
+/// device, on the first call).
+pub fn available(device: &CudaDevice) -> Result<(), String> {
+    if !super::settings().native {
+        return Err(format!("{}=cubecl", super::ENV_MATMUL));
+    }
+    let mut states = STATES.lock().expect("ruda matmul state lock");
+    match states.get(&device.index) {
+        Some(DeviceState::Ready { .. }) => Ok(()),
+        Some(DeviceState::Unavailable(reason)) => Err(reason.clone()),
+        None => {
+            let (state, result) = match initialize(device) {
+                Ok(blas) => (
+                    DeviceState::Ready {
+                        blas,
+                        failure: None,
+                    },
+                    Ok(()),
+                ),
+                Err(reason) => {
+                    log::warn!(
+                        "ruda: matrix products on cuda:{} stay Burn's: {reason}",
+                        device.index
+                    );
+                    (DeviceState::Unavailable(reason.clone()), Err(reason))
+                }
+            };
+            states.insert(device.index, state);
+            result
+        }
+    }
+}
+
+/// `lhs x rhs` through cuBLAS: a fresh row-major `[broadcast batch.., m, n]` buffer of `lhs`'s
+/// dtype. [`available`] must have returned `Ok` for the device, both dtypes must be equal and
+/// [`supports_dtype`](super::supports_dtype), and [`plan`] must accept the layouts (copy an operand to row-major when
+/// it does not).
+pub fn matmul(
+    client: &ComputeClient<RudaCuda>,
+    device: &CudaDevice,
+    lhs: TensorBuffer,
+    rhs: TensorBuffer,
+) -> TensorBuffer {
+    assert!(
+        lhs.dtype == rhs.dtype && supports_dtype(lhs.dtype),
+        "ruda matmul: operands of dtypes {:?} and {:?} (f32, f16, bf16 or f64, equal)",
+        lhs.dtype,
+        rhs.dtype
+    );
+    let gemm = plan(&lhs.shape, &lhs.strides, &rhs.shape, &rhs.strides).unwrap_or_else(|why| {
+        panic!(
+            "ruda matmul: no GEMM for shapes {:?} x {:?} with strides {:?} and {:?}: {why}",
+            lhs.shape, rhs.shape, lhs.strides, rhs.strides
+        )
+    });
+    let shape = output_shape(&lhs.shape, &rhs.shape).expect("planned above");
+    if let Some(failure) = take_failure(device.index) {
+        panic!(
+            "ruda matmul: an earlier cuBLAS product on cuda:{} failed: {failure}",
+            device.index
+        );
+    }
+    let out = TensorBuffer::empty(client, shape.into(), lhs.dtype);
+    let call = GemmCall {
+        device: device.index,
+        gemm,
+        dtype: lhs.dtype,
+        tf32: super::settings().tf32,
+        lhs: lhs.handle,
+        rhs: rhs.handle,
+        out: out.handle.clone(),
+    };
+    DeviceHandle::<Server>::new(device.to_id()).submit(move |server| call.run(server));
+    out
+}
+
+/// Number of products queued through cuBLAS by this process (a test hook).
+pub fn calls() -> usize {
+    CALLS.load(core::sync::atomic::Ordering::SeqCst)
+}
+
+static CALLS: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+static STATES: Mutex<BTreeMap<usize, DeviceState>> = Mutex::new(BTreeMap::new());
+
+enum DeviceState {
+    Ready {
+        blas: DeviceBlas,
+        /// The first failure of a queued product, not yet reported.
+        failure: Option<String>,
+    },
+    Unavailable(String),
+}
+
+/// What one device's products need, created on its device thread and used only there.
+struct DeviceBlas {
+    handle: blas::cublasHandle_t,
+    stream: cu::CUstream,
+    context: cu::CUcontext,
+    /// Recorded over the whole context before a product: what its operands wait for.
+    operands_ready: cu::CUevent,
+    /// Recorded on `stream` after a product: what later work waits for.
+    product_done: cu::CUevent,
+}
+
+// SAFETY: the raw handles are only used on the device's CubeCL thread (inside its tasks); the
+// struct moves between threads only inside the state map's mutex.
+unsafe impl Send for DeviceBlas {}
+
+fn take_failure(device: usize) -> Option<String> {
+    match STATES
+        .lock()
+        .expect("ruda matmul state lock")
+        .get_mut(&device)
+    {
+        Some(DeviceState::Ready { failure, .. }) => failure.take(),
+        _ => None,
+    }
+}
+
+/// Loads cuBLAS and creates the device's handle, stream and events on its CubeCL thread.
+fn initialize(device: &CudaDevice) -> Result<DeviceBlas, String> {
+    // SAFETY: only probes whether the shared library can be opened.
+    if !unsafe { blas::is_culib_present() } {
+        return Err(
+            "libcublas does not load (install the CUDA toolkit's cuBLAS, or put the \
+                    directory of libcublas.so on LD_LIBRARY_PATH)"
+                .into(),
+        );
+    }
+    let mut api = 0i32;
+    // SAFETY: the driver writes one integer.
+    let status = unsafe { cu::cuDriverGetVersion(&mut api) };
+    if status != cu::CUresult::CUDA_SUCCESS || api < MIN_DRIVER_API {
+        return Err(format!(
+            "the CUDA driver implements API {api}, context-wide events need {MIN_DRIVER_API}"
+        ));
+    }
+    let index = device.index;
+    let created = DeviceHandle::<Server>::new(device.to_id())
+        .submit_blocking(move |_server| DeviceBlas::create(index))
+        .map_err(|err| format!("CubeCL's device thread did not answer: {err:?}"))?;
+    created.map_err(|err| format!("setting up cuBLAS on cuda:{index}: {err}"))
+}
+
+impl DeviceBlas {
+    fn create(index: usize) -> Result<Self, String> {
+        use cudarc::driver::result::{device, event, primary_ctx, stream};
+        // SAFETY: plain driver calls on a valid ordinal; the primary context is the one CubeCL's
+        // server retained for this device (`primary_ctx::retain` returns the same context).
+        unsafe {
+            let dev = device::get(index as i32).map_err(|e| format!("cuDeviceGet: {e}"))?;
+            let context = primary_ctx::retain(dev).map_err(|e| format!("retain context: {e}"))?;
+            cudarc::driver::result::ctx::set_current(context)
+                .map_err(|e| format!("cuCtxSetCurrent: {e}"))?;
+            let stream = stream::create(stream::StreamKind::NonBlocking)
+                .map_err(|e| format!("cuStreamCreate: {e}"))?;
+            let flags = cu::CUevent_flags::CU_EVENT_DISABLE_TIMING;
+            let operands_ready = event::create(flags).map_err(|e| format!("cuEventCreate: {e}"))?;
+            let product_done = event::create(flags).map_err(|e| format!("cuEventCreate: {e}"))?;
+            // The context-wide event calls once, so that a driver without them says so now.
+            driver(
+                cu::cuCtxRecordEvent(context, operands_ready),
+                "cuCtxRecordEvent",
+            )?;
+            driver(
+                cu::cuCtxWaitEvent(context, operands_ready),
+                "cuCtxWaitEvent",
+            )?;
+            let mut handle = core::ptr::null_mut();
+            cublas(blas::cublasCreate_v2(&mut handle), "cublasCreate")?;
+            cublas(
+                blas::cublasSetStream_v2(handle, stream as blas::cudaStream_t),
+                "cublasSetStream",
+            )?;
+            Ok(Self {
+                handle,
+                stream,
+                context,
+                operands_ready,
+                product_done,
+            })
+        }
+    }
+}
+
+/// One queued product.
+struct GemmCall {
+    device: usize,
+    gemm: GemmPlan,
+    dtype: DType,
+    tf32: bool,
+    lhs: Handle,
+    rhs: Handle,
+    out: Handle,
+}
+
+impl GemmCall {
+    /// Runs on the device thread; keeps a failure for the next call to report.
+    fn run(self, server: &mut Server) {
+        let device = self.device;
+        let description = format!("{:?} {:?}", self.dtype, self.gemm);
+        if let Err(err) = self.issue(server) {
+            let mut states = STATES.lock().expect("ruda matmul state lock");
+            if let Some(DeviceState::Ready { failure, .. }) = states.get_mut(&device)
+                && failure.is_none()
+            {
+                *failure = Some(format!("{err} ({description})"));
+            }
+        }
+    }
+
+    fn issue(self, server: &mut Server) -> Result<(), String> {
+        let stream = StreamId::current();
+        let mut pointer = |handle: Handle, what: &str| {
+            server
+                .get_resource(handle.binding(), stream)
+                .map_err(|e| format!("resolving the {what} buffer: {e:?}"))
+        };
+        // The resources keep the allocations alive until the product is queued; CubeCL's later
+        // reuse of the memory waits for the product through the context-wide event.
+        let lhs = pointer(self.lhs, "left-hand")?;
+        let rhs = pointer(self.rhs, "right-hand")?;
+        let out = pointer(self.out, "output")?;
+        let states = STATES.lock().expect("ruda matmul state lock");
+        let Some(DeviceState::Ready { blas: device, .. }) = states.get(&self.device) else {
+            return Err("cuBLAS is not set up for this device".into());
+        };
+        let g = self.gemm;
+        let (data, compute) = types(self.dtype, self.tf32);
+        let (one_f32, zero_f32, one_f64, zero_f64) = (1.0f32, 0.0f32, 1.0f64, 0.0f64);
+        let (alpha, beta): (*const core::ffi::c_void, *const core::ffi::c_void) =
+            if self.dtype == DType::F64 {
+                (
+                    (&one_f64 as *const f64).cast(),
+                    (&zero_f64 as *const f64).cast(),
+                )
+            } else {
+                (
+                    (&one_f32 as *const f32).cast(),
+                    (&zero_f32 as *const f32).cast(),
+                )
+            };
+        let op = |column_major: bool| {
+            if column_major {
+                blas::cublasOperation_t::CUBLAS_OP_T
+            } else {
+                blas::cublasOperation_t::CUBLAS_OP_N
+            }
+        };
+        // Row-major C = A B is column-major C^T = B^T A^T: cuBLAS's first operand is our
+        // right-hand side, its `m` our `n`. A row-major operand read column-major is its
+        // transpose already (op N); a column-major one needs op T.
+        let int = |v: usize| v as i32;
+        // SAFETY: the pointers are live device buffers of the sizes the plan was made from (the
+        // resources above hold them); `device`'s handles belong to this thread's context.
+        unsafe {
+            driver(
+                cu::cuCtxRecordEvent(device.context, device.operands_ready),
+                "cuCtxRecordEvent",
+            )?;
+            driver(
+                cu::cuStreamWaitEvent(device.stream, device.operands_ready, 0),
+                "cuStreamWaitEvent",
+            )?;
+            cublas(
+                blas::cublasGemmStridedBatchedEx(
+                    device.handle,
+                    op(g.rhs.column_major),
+                    op(g.lhs.column_major),
+                    int(g.n),
+                    int(g.m),
+                    int(g.k),
+                    alpha,
+                    rhs.resource().ptr as *const core::ffi::c_void,
+                    data,
+                    int(g.rhs.ld),
+                    g.rhs.batch_stride as i64,
+                    lhs.resource().ptr as *const core::ffi::c_void,
+                    data,
+                    int(g.lhs.ld),
+                    g.lhs.batch_stride as i64,
+                    beta,
+                    out.resource().ptr as *mut core::ffi::c_void,
+                    data,
+                    int(g.n),
+                    (g.m * g.n) as i64,
+                    int(g.batch),
+                    compute,
+                    blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                ),
+                "cublasGemmStridedBatchedEx",
+            )?;
+            driver(
+                cu::cuEventRecord(device.product_done, device.stream),
+                "cuEventRecord",
+            )?;
+            driver(
+                cu::cuCtxWaitEvent(device.context, device.product_done),
+                "cuCtxWaitEvent",
+            )?;
+        }
+        CALLS.fetch_add(1, core::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// cuBLAS's data and compute types for `dtype`.
+fn types(dtype: DType, tf32: bool) -> (blas::cudaDataType, blas::cublasComputeType_t) {
+    use blas::cublasComputeType_t::*;
+    use blas::cudaDataType::*;
+    match dtype {
+        DType::F32 if tf32 => (CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32),
+        DType::F32 => (CUDA_R_32F, CUBLAS_COMPUTE_32F),
+        DType::F16 => (CUDA_R_16F, CUBLAS_COMPUTE_32F),
+        DType::BF16 => (CUDA_R_16BF, CUBLAS_COMPUTE_32F),
+        DType::F64 => (CUDA_R_64F, CUBLAS_COMPUTE_64F),
+        other => unreachable!("ruda matmul: dtype {other:?} was checked before queueing"),
+    }
+}
+
+fn driver(status: cu::CUresult, call: &str) -> Result<(), String> {
+    if status == cu::CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(format!("{call}: {status:?}"))
+    }
+}
+
+fn cublas(status: blas::cublasStatus_t, call: &str) -> Result<(), String> {
+    if status == blas::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+        Ok(())
+    } else {
+        Err(format!("{call}: {status:?}"))
+    }
+}

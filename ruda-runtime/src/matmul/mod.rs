@@ -1,0 +1,119 @@
+//! Native matrix products: cuBLAS on [`crate::RudaCuda`], ordered with CubeCL's kernels.
+//!
+//! Burn's matmul on CUDA is burn-cubecl's: tensor-core kernels that reach about a third of
+//! cuBLAS's throughput on an H200 in TF32, and a tuner that compiles and times ~180 candidate
+//! kernels on a cold start (`benches/results/2026-12-01-h200-startup.md`). NVIDIA's own GEMMs are
+//! the better engine there, so [`crate::RudaCuda`] runs matrix products through cuBLAS, loaded at
+//! run time like the driver and NVRTC (`libcublas.so`, e.g. from the CUDA toolkit or PyTorch's
+//! `nvidia-cublas` wheel on `LD_LIBRARY_PATH`). Where it does not load, products stay Burn's.
+//!
+//! How a call is ordered with CubeCL's work: CubeCL 0.10 keeps its CUDA streams private, so a
+//! library call cannot be put on them. Instead the call is queued on CubeCL's device thread like
+//! any CubeCL command (so it is issued in program order, after the kernels that wrote its
+//! operands), and runs on ruda's own stream between two context-wide events: the stream waits for
+//! everything the context has queued so far (`cuCtxRecordEvent`), and everything queued later
+//! waits for the product (`cuCtxWaitEvent`). Neither blocks the host. See [`cublas`].
+//!
+//! Numerics: f32 products run in TF32 on tensor cores by default, as burn-cubecl's matmul does on
+//! the same GPUs and as PyTorch does with `allow_tf32`; `RUDA_MATMUL_TF32=off` keeps full f32
+//! products. f16 and bf16 accumulate in f32; f64 runs in f64.
+//!
+//! `RUDA_MATMUL=cubecl` (or `burn`, `off`) keeps Burn's matmul everywhere.
+
+pub mod plan;
+
+#[cfg(feature = "cuda")]
+pub mod cublas;
+
+pub use plan::{GemmOperand, GemmPlan, GemmUnsupported, output_shape, plan};
+
+use std::sync::OnceLock;
+
+use burn_backend::DType;
+
+/// Whether native products take `dtype` (f32, f16, bf16, f64); others stay Burn's.
+pub fn supports_dtype(dtype: DType) -> bool {
+    matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64)
+}
+
+/// `RUDA_MATMUL`: `cubecl` (also `burn`, `off`, `0`, `false`) keeps Burn's matmul; anything
+/// else, or unset, uses the native one where the runtime has it.
+pub const ENV_MATMUL: &str = "RUDA_MATMUL";
+/// `RUDA_MATMUL_TF32`: `off` (also `0`, `false`, `no`) makes native f32 products full f32.
+pub const ENV_MATMUL_TF32: &str = "RUDA_MATMUL_TF32";
+
+/// The matmul settings of this process, from the environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatmulSettings {
+    /// `false` when `RUDA_MATMUL=cubecl`: Burn's matmul everywhere.
+    pub native: bool,
+    /// `false` when `RUDA_MATMUL_TF32=off`: f32 products without TF32 rounding.
+    pub tf32: bool,
+}
+
+impl MatmulSettings {
+    /// Reads the two variables (no caching; see [`settings`]).
+    pub fn from_env() -> Self {
+        let var = |name| std::env::var(name).ok();
+        Self::from_values(var(ENV_MATMUL).as_deref(), var(ENV_MATMUL_TF32).as_deref())
+    }
+
+    /// The settings for the values of `RUDA_MATMUL` and `RUDA_MATMUL_TF32` (`None`: unset).
+    pub fn from_values(matmul: Option<&str>, tf32: Option<&str>) -> Self {
+        let is = |value: Option<&str>, words: &[&str]| {
+            value.is_some_and(|v| words.contains(&v.trim().to_ascii_lowercase().as_str()))
+        };
+        Self {
+            native: !is(matmul, &["cubecl", "burn", "off", "0", "false", "no"]),
+            tf32: !is(tf32, &["off", "0", "false", "no"]),
+        }
+    }
+}
+
+/// The settings read at the first call of this process.
+pub fn settings() -> MatmulSettings {
+    static SETTINGS: OnceLock<MatmulSettings> = OnceLock::new();
+    *SETTINGS.get_or_init(MatmulSettings::from_env)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_default_to_native_tf32_products() {
+        let default = MatmulSettings::from_values(None, None);
+        assert_eq!(
+            default,
+            MatmulSettings {
+                native: true,
+                tf32: true
+            }
+        );
+        assert_eq!(MatmulSettings::from_values(Some(""), Some("on")), default);
+        assert_eq!(MatmulSettings::from_values(Some("cublas"), None), default);
+    }
+
+    #[test]
+    fn settings_switch_off() {
+        for off in ["cubecl", "Burn", " off ", "0", "false", "no"] {
+            assert!(
+                !MatmulSettings::from_values(Some(off), None).native,
+                "{off}"
+            );
+        }
+        for off in ["OFF", "0", "false", "no"] {
+            assert!(!MatmulSettings::from_values(None, Some(off)).tf32, "{off}");
+        }
+    }
+
+    #[test]
+    fn native_dtypes() {
+        for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+            assert!(supports_dtype(dtype));
+        }
+        for dtype in [DType::I32, DType::U8, DType::I64] {
+            assert!(!supports_dtype(dtype));
+        }
+    }
+}
