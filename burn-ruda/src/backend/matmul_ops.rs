@@ -233,10 +233,13 @@ mod imp {
     type Handles<R, F, I, BT> =
         HandleContainer<<CubeFusionRuntime<R, F, I, BT> as FusionRuntime>::FusionHandle>;
 
+    /// Names the backend without owning any of its types.
+    type BackendMarker<R, F, I, BT> = PhantomData<fn() -> (R, F, I, BT)>;
+
     /// The native product queued in the fusion stream: inputs `[lhs, rhs]`, output `[out]`.
     struct NativeMatmul<R, F, I, BT> {
         desc: CustomOpIr,
-        _backend: PhantomData<fn() -> (R, F, I, BT)>,
+        _backend: BackendMarker<R, F, I, BT>,
     }
 
     impl<R, F, I, BT> fmt::Debug for NativeMatmul<R, F, I, BT> {

@@ -280,7 +280,7 @@ pub fn half_precision<B: Backend>(device: &B::Device) -> CheckResult {
     let (a, _) = c.floats::<3>(80, [3, 37, 64]);
     let (b, _) = c.floats::<3>(81, [3, 64, 29]);
     let (w, _) = c.floats::<2>(82, [64, 29]);
-    let reference = c.reference_device().clone();
+    let reference = *c.reference_device();
     for (dtype, name, unit) in [
         (DType::F16, "f16", 2f32.powi(-11)),
         (DType::BF16, "bf16", 2f32.powi(-8)),
