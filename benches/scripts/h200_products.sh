@@ -18,13 +18,7 @@ out=${2:?output directory}
 mkdir -p "$out"
 cd "$(dirname "$0")/../.."
 top=$PWD
-for f in .device/*.xz; do
-  [ -f "${f%.xz}" ] || python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" "$f" "${f%.xz}"
-  chmod +x "${f%.xz}"
-done
-# cuBLAS: the CUDA toolkit's, else PyTorch's wheel.
-cublas=$(find /usr/local/cuda*/lib64 /usr/local/cuda*/targets/*/lib /opt /usr/lib -name 'libcublas.so.1[0-9]*' 2>/dev/null | head -1)
-[ -n "$cublas" ] && export LD_LIBRARY_PATH=$(dirname "$cublas")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. benches/scripts/device_binaries.sh
 {
   date
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader

@@ -6,6 +6,12 @@
 # training step (the example's own figure: the last epoch after its first tenth).
 #
 #   bash benches/scripts/learner.sh OUTDIR STEPS BACKEND...   # e.g. 100 ruda burn-cuda
+#   bash benches/scripts/learner.sh OUTDIR STEPS ruda:lazy    # with the example's --lazy-metrics
+#                                                             # (outputs read on the metrics thread)
+#   bash benches/scripts/learner.sh OUTDIR STEPS ruda:w0      # with --workers 0 (batches made on
+#                                                             # the training thread)
+# The text has 3305 windows of 257 characters: at most 103 full steps of 32; more steps would
+# end on a partial batch, whose new shapes compile new kernels inside the timed window.
 #   LEARNER_LOGS=1 bash benches/scripts/learner.sh ...        # and count what CubeCL compiles
 #                                                             # and tunes during the run
 set -u
@@ -15,12 +21,21 @@ shift 2
 mkdir -p "$out"
 bin=$PWD/.device/transformer
 data=$PWD/examples/transformer/data/shakespeare/plays.txt.gz
-for backend in "$@"; do
+for run in "$@"; do
+  backend=${run%%:*}
+  flags=()
+  for option in $(echo "${run#"$backend"}" | tr ':' ' '); do
+    case $option in
+    lazy) flags+=(--lazy-metrics) ;;
+    w[0-9]*) flags+=(--workers "${option#w}") ;;
+    *) echo "unknown run option $option" >&2; exit 2 ;;
+    esac
+  done
   case $backend in
   ruda) root=/tmp/cc; extra=() ;;
   *) root=/tmp/ccb; extra=('[compilation]' 'cache = { file = "/tmp/ccb/ptx" }') ;;
   esac
-  dir=/tmp/learner-$backend
+  dir=/tmp/learner-${run//:/-}
   rm -rf "$dir" && mkdir -p "$dir"
   {
     echo '[autotune]'
@@ -32,11 +47,11 @@ for backend in "$@"; do
       printf '[compilation.logger]\nlevel = "basic"\nfile = "%s"\n' "$dir/compilation.log"
     fi
   } >"$dir/cubecl.toml"
-  echo "== learner $backend: $steps steps ($(date +%T))"
+  echo "== learner $run: $steps steps ($(date +%T))"
   (cd "$dir" && CUDA_CACHE_PATH=$root/compilation/cuda-driver timeout 240 "$bin" \
       --text "$data" --d-model 512 --heads 8 --layers 6 --seq-len 256 --batch-size 32 \
       --epochs 1 --items $((steps * 32)) --valid-items 256 --sample 0 --device cuda \
-      --backend "$backend" --artifact-dir "$dir/artifacts" >"$dir/stdout" 2>&1)
+      --backend "$backend" "${flags[@]}" --artifact-dir "$dir/artifacts" >"$dir/stdout" 2>&1)
   echo "   exit $?"
   grep -E "first training step|time per training step|error|panicked" "$dir/stdout" | head -5
   if [ -n "${LEARNER_LOGS:-}" ]; then

@@ -1,11 +1,13 @@
 //! What burn-ruda's training examples share: the `--backend` / `--device` / `--devices` flags and
 //! the Burn backend they choose ([`cli`], [`backend`]), burn-train's multi-device strategy
-//! ([`multi_device`]), and a line renderer for burn-train's `Learner` that keeps what it shows
-//! ([`training_log`]).
+//! ([`multi_device`]), a line renderer for burn-train's `Learner` that keeps what it shows
+//! ([`training_log`]), and step outputs that start their read-back on the training thread
+//! ([`read_ahead`]).
 
 pub mod backend;
 pub mod cli;
 pub mod multi_device;
+pub mod read_ahead;
 pub mod training_log;
 
 /// A directory for an example's artifacts (metric logs, the saved model) when none is given:

@@ -59,12 +59,18 @@ struct Cli {
     /// Threads preparing batches
     #[arg(long, default_value_t = 2)]
     workers: usize,
+    /// Leave reading each step's output back to burn-train's metrics thread, as burn-train's own
+    /// output types do, instead of starting it where the step ends (for comparison: with fusion
+    /// backends that read cuts the next step's kernels at random places)
+    #[arg(long)]
+    lazy_metrics: bool,
 }
 
 fn main() {
     // SAFETY: first thing in `main`, no other thread runs yet.
     unsafe { example_common::start_process() };
     let cli = Cli::parse();
+    example_common::read_ahead::set_read_on_metrics_thread(cli.lazy_metrics);
     if let Err(e) = run(cli) {
         eprintln!("error: {e}");
         std::process::exit(2);

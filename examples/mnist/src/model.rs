@@ -11,6 +11,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep};
 
 use crate::data::MnistBatch;
+use example_common::read_ahead::ClassificationRead;
 
 /// Digits 0 to 9.
 pub const NUM_CLASSES: usize = 10;
@@ -118,21 +119,25 @@ impl<B: Backend> MnistModel<B> {
     }
 }
 
+// The outputs start their read-back where the step ends, on the training thread: read from
+// burn-train's metrics thread, they would cut the next step's fusion at random places
+// (`example_common::read_ahead`).
 impl<B: AutodiffBackend> TrainStep for MnistModel<B> {
     type Input = MnistBatch<B>;
-    type Output = ClassificationOutput<B>;
+    type Output = ClassificationRead<B>;
 
-    fn step(&self, batch: MnistBatch<B>) -> TrainOutput<ClassificationOutput<B>> {
+    fn step(&self, batch: MnistBatch<B>) -> TrainOutput<ClassificationRead<B>> {
         let item = self.forward_classification(batch);
-        TrainOutput::new(self, item.loss.backward(), item)
+        let grads = item.loss.backward();
+        TrainOutput::new(self, grads, ClassificationRead::new(item))
     }
 }
 
 impl<B: Backend> InferenceStep for MnistModel<B> {
     type Input = MnistBatch<B>;
-    type Output = ClassificationOutput<B>;
+    type Output = ClassificationRead<B>;
 
-    fn step(&self, batch: MnistBatch<B>) -> ClassificationOutput<B> {
-        self.forward_classification(batch)
+    fn step(&self, batch: MnistBatch<B>) -> ClassificationRead<B> {
+        ClassificationRead::new(self.forward_classification(batch))
     }
 }

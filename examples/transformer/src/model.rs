@@ -13,6 +13,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::train::{InferenceStep, SequenceOutput, TrainOutput, TrainStep};
 
 use crate::data::CharLmBatch;
+use example_common::read_ahead::SequenceRead;
 
 /// Sizes of [`CharLm`].
 #[derive(Config, Debug)]
@@ -112,21 +113,25 @@ impl<B: Backend> CharLm<B> {
     }
 }
 
+// The outputs start their read-back where the step ends, on the training thread: read from
+// burn-train's metrics thread, they would cut the next step's fusion at random places
+// (`example_common::read_ahead`).
 impl<B: AutodiffBackend> TrainStep for CharLm<B> {
     type Input = CharLmBatch<B>;
-    type Output = SequenceOutput<B>;
+    type Output = SequenceRead<B>;
 
-    fn step(&self, batch: CharLmBatch<B>) -> TrainOutput<SequenceOutput<B>> {
+    fn step(&self, batch: CharLmBatch<B>) -> TrainOutput<SequenceRead<B>> {
         let item = self.forward_loss(batch);
-        TrainOutput::new(self, item.loss.backward(), item)
+        let grads = item.loss.backward();
+        TrainOutput::new(self, grads, SequenceRead::new(item))
     }
 }
 
 impl<B: Backend> InferenceStep for CharLm<B> {
     type Input = CharLmBatch<B>;
-    type Output = SequenceOutput<B>;
+    type Output = SequenceRead<B>;
 
-    fn step(&self, batch: CharLmBatch<B>) -> SequenceOutput<B> {
-        self.forward_loss(batch)
+    fn step(&self, batch: CharLmBatch<B>) -> SequenceRead<B> {
+        SequenceRead::new(self.forward_loss(batch))
     }
 }

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The H200 call of the read-ahead change (issue 17): burn-train's Learner with each step's output
+# read back where the step ends (the examples' default, example_common::read_ahead) and with the
+# read left to burn-train's metrics thread (--lazy-metrics, burn-train's own output types), for
+# ruda and Burn's Autodiff<Cuda>, beside ruda's bare step; one call on a fresh machine with the
+# caches of an earlier call carried in (.device/caches-*.tar.xz), binaries as h200_products.sh.
+#
+#   bash benches/scripts/h200_learner.sh OUT STEPS RUN...  # RUN: `bare` (ruda's bare step), or a
+#                                                        # learner.sh run (ruda, burn-cuda:lazy)
+# The cache roots (/tmp/cc, /tmp/ccb) come back as $OUT/caches-*.tar.xz for the next call.
+#   call 1: ... 300 ruda bare burn-cuda ruda:lazy burn-cuda:lazy
+#   call 2: ... 100 ruda ruda:w0 burn-cuda ruda:lazy
+set -u
+out=${1:?output directory}
+steps=${2:?training steps per run}
+shift 2
+mkdir -p "$out"
+cd "$(dirname "$0")/../.."
+top=$PWD
+. benches/scripts/device_binaries.sh
+{ date; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader; } | tee "$out/env.txt"
+for t in .device/caches-*.tar.xz; do tar -C /tmp -xJf "$t"; done
+
+mkdir -p /tmp/suite-ruda
+printf '[autotune]\nlevel = "minimal"\ncache = { file = "/tmp/cc" }\n' >/tmp/suite-ruda/cubecl.toml
+for run in "$@"; do
+  if [ "$run" = bare ]; then
+    echo "== bare step ($(date +%T))"
+    (cd /tmp/suite-ruda && RUDA_BENCH_BACKENDS=ruda-cuda timeout 90 "$top/.device/gpu_suite" \
+        --benchmarks --groups transformer_step 2>&1) >>"$out/steps.txt"
+    grep -E "^transformer_step|FAILED|panicked" "$out/steps.txt"
+  else
+    LEARNER_LOGS=1 bash benches/scripts/learner.sh "$out" "$steps" "$run"
+  fi
+done
+tar -C /tmp -cJf "$out/caches-ruda.tar.xz" cc
+tar -C /tmp -cJf "$out/caches-burn.tar.xz" ccb
+echo "== done ($(date +%T))"
