@@ -12,7 +12,7 @@
 //!                                                    # takes minutes on lavapipe)
 //! cargo bench -p ruda-benches --bench backends -- transformer_step   # criterion's filter: one group
 //! RUDA_BENCH_BACKENDS=ruda-wgpu,burn-wgpu cargo bench -p ruda-benches --bench backends
-//! cargo test -p ruda-benches --benches               # quick sizes, each benchmark run once (CI)
+//! cargo test -p ruda-benches --benches               # quick sizes, each benchmark run once
 //! ```
 //! The GPU suite (`gpu_suite --benchmarks`) runs the same workloads with DESIGN.md's fixed
 //! warm-up/median plan and writes the CSV behind the README's tables and plots.
