@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# The H200 call of the read-ahead change (issue 17): burn-train's Learner with each step's output
-# read back where the step ends (the examples' default, example_common::read_ahead) and with the
-# read left to burn-train's metrics thread (--lazy-metrics, burn-train's own output types), for
-# ruda and Burn's Autodiff<Cuda>, beside ruda's bare step; one call on a fresh machine with the
-# caches of an earlier call carried in (.device/caches-*.tar.xz), binaries as h200_products.sh.
+# The H200 calls of the read-point changes (issue 17): burn-train's Learner with each step's
+# output read back on the training thread (at the next batch, the examples' default, or where the
+# step ends: example_common::read_ahead) or on burn-train's metrics thread (--read-at
+# metrics-thread, as burn-train's own output types do), for ruda and Burn's Autodiff<Cuda>, beside
+# ruda's bare step; one call on a fresh machine with the caches of an earlier call carried in
+# (.device/caches-*.tar.xz), binaries as h200_products.sh.
 #
 #   bash benches/scripts/h200_learner.sh OUT STEPS RUN...  # RUN: `bare` (ruda's bare step), or a
 #                                                        # learner.sh run (ruda, burn-cuda:lazy)
 # The cache roots (/tmp/cc, /tmp/ccb) come back as $OUT/caches-*.tar.xz for the next call.
 #   call 1: ... 300 ruda bare burn-cuda ruda:lazy burn-cuda:lazy
 #   call 2: ... 100 ruda ruda:w0 burn-cuda ruda:lazy
+#   call 3: ... 100 ruda ruda:step bare burn-cuda burn-cuda:step  (reads at the next batch,
+#           the default since then, against reads where the step ends)
 set -u
 out=${1:?output directory}
 steps=${2:?training steps per run}

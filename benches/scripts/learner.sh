@@ -6,8 +6,10 @@
 # training step (the example's own figure: the last epoch after its first tenth).
 #
 #   bash benches/scripts/learner.sh OUTDIR STEPS BACKEND...   # e.g. 100 ruda burn-cuda
-#   bash benches/scripts/learner.sh OUTDIR STEPS ruda:lazy    # with the example's --lazy-metrics
-#                                                             # (outputs read on the metrics thread)
+#   bash benches/scripts/learner.sh OUTDIR STEPS ruda:lazy    # --read-at metrics-thread (outputs
+#                                                             # read on burn-train's metrics thread)
+#   bash benches/scripts/learner.sh OUTDIR STEPS ruda:step    # --read-at step-end (read where the
+#                                                             # step ends; default: next batch)
 #   bash benches/scripts/learner.sh OUTDIR STEPS ruda:w0      # with --workers 0 (batches made on
 #                                                             # the training thread)
 # The text has 3305 windows of 257 characters: at most 103 full steps of 32; more steps would
@@ -26,7 +28,8 @@ for run in "$@"; do
   flags=()
   for option in $(echo "${run#"$backend"}" | tr ':' ' '); do
     case $option in
-    lazy) flags+=(--lazy-metrics) ;;
+    lazy) flags+=(--read-at metrics-thread) ;;
+    step) flags+=(--read-at step-end) ;;
     w[0-9]*) flags+=(--workers "${option#w}") ;;
     *) echo "unknown run option $option" >&2; exit 2 ;;
     esac
@@ -53,7 +56,7 @@ for run in "$@"; do
       --epochs 1 --items $((steps * 32)) --valid-items 256 --sample 0 --device cuda \
       --backend "$backend" "${flags[@]}" --artifact-dir "$dir/artifacts" >"$dir/stdout" 2>&1)
   echo "   exit $?"
-  grep -E "first training step|time per training step|error|panicked" "$dir/stdout" | head -5
+  grep -E "first training step|time per training step|training thread per step|error|panicked" "$dir/stdout" | head -5
   if [ -n "${LEARNER_LOGS:-}" ]; then
     echo "   kernels compiled: $(grep -c '^\[Compiling kernel\]' "$dir/compilation.log" 2>/dev/null)," \
       "keys tuned: $(grep -c 'Fastest result' "$dir/autotune.log" 2>/dev/null)"

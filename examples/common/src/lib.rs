@@ -1,11 +1,12 @@
 //! What burn-ruda's training examples share: the `--backend` / `--device` / `--devices` flags and
 //! the Burn backend they choose ([`cli`], [`backend`]), burn-train's multi-device strategy
 //! ([`multi_device`]), a line renderer for burn-train's `Learner` that keeps what it shows
-//! ([`training_log`]), and step outputs that start their read-back on the training thread
-//! ([`read_ahead`]).
+//! ([`training_log`]), and step outputs read back on the training thread ([`read_ahead`]), by
+//! default when the loop asks for its next batch ([`deferred_read`]).
 
 pub mod backend;
 pub mod cli;
+pub mod deferred_read;
 pub mod multi_device;
 pub mod read_ahead;
 pub mod training_log;

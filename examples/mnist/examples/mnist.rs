@@ -22,6 +22,7 @@ use clap::Parser;
 use example_common::backend::{BackendJob, backend_type_name, check_available, run_on};
 use example_common::cli::{DeviceArgs, device_list, positive};
 use example_common::multi_device::BatchSplit;
+use example_common::read_ahead::ReadPoint;
 use example_common::training_log::format_metric;
 use mnist::data::{MnistDataset, shipped_mnist_dir};
 use mnist::idx::{MnistSplit, load_split};
@@ -59,18 +60,19 @@ struct Cli {
     /// Threads preparing batches
     #[arg(long, default_value_t = 2)]
     workers: usize,
-    /// Leave reading each step's output back to burn-train's metrics thread, as burn-train's own
-    /// output types do, instead of starting it where the step ends (for comparison: with fusion
-    /// backends that read cuts the next step's kernels at random places)
-    #[arg(long)]
-    lazy_metrics: bool,
+    /// Where each step's output is read back for the metrics: when the loop asks for the next
+    /// batch (after the optimizer step was queued), where the step ends (before it), or on
+    /// burn-train's metrics thread as its own output types do (with fusion backends that read
+    /// cuts the next step's kernels at random places)
+    #[arg(long, value_enum, default_value_t = ReadPoint::NextBatch)]
+    read_at: ReadPoint,
 }
 
 fn main() {
     // SAFETY: first thing in `main`, no other thread runs yet.
     unsafe { example_common::start_process() };
     let cli = Cli::parse();
-    example_common::read_ahead::set_read_on_metrics_thread(cli.lazy_metrics);
+    example_common::read_ahead::set_read_point(cli.read_at);
     if let Err(e) = run(cli) {
         eprintln!("error: {e}");
         std::process::exit(2);

@@ -17,6 +17,7 @@ use burn::train::{Learner, SupervisedTraining};
 use crate::data::{MnistBatcher, MnistDataset};
 use crate::model::{MnistModel, MnistModelConfig};
 use example_common::backend::ModelRecorder;
+use example_common::deferred_read::ReadsAtNextBatch;
 use example_common::multi_device::{BatchSplit, execution_strategy};
 use example_common::training_log::{LineRenderer, TrainingLog};
 
@@ -91,13 +92,15 @@ pub fn train<B: AutodiffBackend>(
     }
 
     // burn-train gives each device a contiguous share of the training set, batched by this
-    // loader's batch size.
+    // loader's batch size. With one device the steps' outputs are read back when the loop asks
+    // for its next batch (`example_common::deferred_read`).
     let loader_train = DataLoaderBuilder::<B, _, _>::new(MnistBatcher)
         .batch_size(split.per_device)
         .shuffle(config.seed)
         .num_workers(config.num_workers)
         .set_device(device.clone())
         .build(train.clone());
+    let loader_train = ReadsAtNextBatch::wrap(loader_train);
     let loader_valid = DataLoaderBuilder::<B::InnerBackend, _, _>::new(MnistBatcher)
         .batch_size(config.batch_size)
         .num_workers(config.num_workers)

@@ -25,6 +25,7 @@ use example_common::backend::{
 };
 use example_common::cli::{DeviceArgs, device_list, positive};
 use example_common::multi_device::BatchSplit;
+use example_common::read_ahead::ReadPoint;
 use transformer::generate::generate;
 use transformer::text::{read_text, shipped_shakespeare};
 use transformer::training::{CharLmTraining, PreparedText, train};
@@ -94,18 +95,19 @@ struct Cli {
     /// Threads preparing batches
     #[arg(long, default_value_t = 2)]
     workers: usize,
-    /// Leave reading each step's output back to burn-train's metrics thread, as burn-train's own
-    /// output types do, instead of starting it where the step ends (for comparison: with fusion
-    /// backends that read cuts the next step's kernels at random places)
-    #[arg(long)]
-    lazy_metrics: bool,
+    /// Where each step's output is read back for the metrics: when the loop asks for the next
+    /// batch (after the optimizer step was queued), where the step ends (before it), or on
+    /// burn-train's metrics thread as its own output types do (with fusion backends that read
+    /// cuts the next step's kernels at random places)
+    #[arg(long, value_enum, default_value_t = ReadPoint::NextBatch)]
+    read_at: ReadPoint,
 }
 
 fn main() {
     // SAFETY: first thing in `main`, no other thread runs yet.
     unsafe { example_common::start_process() };
     let cli = Cli::parse();
-    example_common::read_ahead::set_read_on_metrics_thread(cli.lazy_metrics);
+    example_common::read_ahead::set_read_point(cli.read_at);
     if let Err(e) = run(cli) {
         eprintln!("error: {e}");
         std::process::exit(2);
@@ -253,6 +255,15 @@ tokens/s on {} device(s)",
                 step * 1e3,
                 tokens / step,
                 devices.len()
+            );
+        }
+        if let Some([total, reads, batch, rest]) = example_common::deferred_read::median_phases_ms(
+            &example_common::deferred_read::last_epoch_phases(),
+        ) {
+            println!(
+                "training thread per step (medians, last epoch after its first tenth): {total:.2} \
+ms: waiting for reads {reads:.2} ms, for batches {batch:.2} ms, queueing and bookkeeping \
+{rest:.2} ms"
             );
         }
         let tuning = ruda_runtime::autotune::stats();
