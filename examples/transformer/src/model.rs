@@ -113,8 +113,8 @@ impl<B: Backend> CharLm<B> {
     }
 }
 
-// The outputs start their read-back where the step ends, on the training thread: read from
-// burn-train's metrics thread, they would cut the next step's fusion at random places
+// The outputs are read back on the training thread, when the loop asks for its next batch: read
+// from burn-train's metrics thread, they would cut the next step's fusion at random places
 // (`example_common::read_ahead`).
 impl<B: AutodiffBackend> TrainStep for CharLm<B> {
     type Input = CharLmBatch<B>;
