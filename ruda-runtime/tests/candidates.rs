@@ -294,8 +294,10 @@ fn every_candidate_long_rows() {
 }
 
 /// Short and medium rows, many rows, odd `d` (scalars: the half-width candidates are skipped),
-/// and more rows than a unit may loop over on lavapipe (the column sums of `UnitPerRow`'s
-/// backward run one loop iteration per row).
+/// more rows than a unit may loop over on lavapipe (the column sums of `UnitPerRow`'s
+/// backward run one loop iteration per row), and more partial column sums than one chunk of
+/// the backward's column reduction takes in one launch (4096x3: scalars, so 16 units a column;
+/// 512 partial rows on lavapipe, 32 a unit, more than 24: four chunks, then a second launch).
 #[test]
 fn every_candidate_short_rows() {
     let shapes = [
@@ -306,6 +308,7 @@ fn every_candidate_short_rows() {
         (5, 1),
         (37, 1031),
         (70000, 4),
+        (4096, 3),
     ];
     let ran = check_all(&CANDIDATES, &shapes);
     // All eight run on vectorized rows that fit in registers.

@@ -1,7 +1,7 @@
 //! Host side of the backward pass: checks, layout, the row kernel, then the column reduction.
 
 use burn_backend::DType;
-use cubecl::{client::ComputeClient, prelude::*, zspace::Shape};
+use cubecl::{client::ComputeClient, ir::AddressType, prelude::*, zspace::Shape};
 
 use super::{
     Choice, Variant, choose_variant,
@@ -15,8 +15,17 @@ use super::{
 use crate::layout::{address_type, array_arg, into_contiguous, needs_copy};
 use crate::tensor_buffer::TensorBuffer;
 
-/// Units per cube of the final column reduction.
+/// Units per cube of the column reduction.
 const REDUCE_UNITS: usize = 256;
+/// Partial rows each unit of the column reduction sums, per chunk, when the partials are cut
+/// into chunks: two steps of four loads in flight, and enough chunks to spread a narrow `d`.
+const PARTIALS_PER_UNIT: usize = 8;
+/// Above this many partial rows per unit a single launch is cut into chunks. H200 (Nsight
+/// Compute, calls P-R and this change's call): 1056 partial rows of d = 256 take 7.8 us in one
+/// launch of 16 cubes with vectors of 4 (16.5 rows a unit), and 5.1 + 3.0 us in chunks; with
+/// vectors of 2 (33 rows a unit) 13.8 us in one launch, 4.9 + 3.0 us in chunks; 8448 partial
+/// rows (132 a unit) took 41 us in one launch.
+const SINGLE_LAUNCH_PARTIALS_PER_UNIT: usize = 24;
 
 pub(crate) fn backward<R: cubecl::Runtime>(
     client: &ComputeClient<R>,
@@ -61,7 +70,8 @@ pub(crate) fn backward<R: cubecl::Runtime>(
         strategy,
         forced,
         narrow,
-    );
+    )
+    .with_full_cubes(client);
     choice.check(&plan)?;
 
     let input = into_contiguous(client, input);
@@ -176,27 +186,116 @@ pub(crate) fn backward<R: cubecl::Runtime>(
             }
         }
 
-        // A few column vectors per cube (64 contiguous bytes of each partial row) and the rest
-        // of the cube on partial rows, so that a narrow `d` still spreads over many units.
-        let columns = (16 / plan.vector).clamp(1, 16);
-        let splits = REDUCE_UNITS / columns;
-        let reduce_cubes = plan.d_vec.div_ceil(columns);
-        reduce_partials::launch_unchecked::<R>(
+        reduce_columns(
             client,
-            CubeCount::new_1d(reduce_cubes as u32),
-            CubeDim::new_2d(columns as u32, splits as u32),
+            &plan,
             addr,
-            plan.vector,
-            array_arg(&dgamma_partial, num_partials * d),
-            array_arg(&dbeta_partial, num_partials * d),
-            array_arg(&dgamma, d),
-            array_arg(&dbeta, d),
+            &dgamma_partial,
+            &dbeta_partial,
             num_partials,
-            plan.d_vec,
-            columns,
-            splits,
-            dtype,
+            &dgamma,
+            &dbeta,
         );
     }
     Ok([dx, dgamma, dbeta])
+}
+
+/// `dgamma`/`dbeta` from the row kernel's `[num_partials, d]` partial sums.
+///
+/// A few column vectors per cube (64 contiguous bytes of each partial row) and the rest of the
+/// cube on partial rows, so that a narrow `d` still spreads over many units. When each unit
+/// would sum more than [`SINGLE_LAUNCH_PARTIALS_PER_UNIT`] partial rows, the rows are cut into
+/// chunks of [`PARTIALS_PER_UNIT`] rows a unit, one cube row per chunk, summed into an f32
+/// scratch of one row per chunk, which a second launch of the same kernel sums: the result is
+/// still one fixed order of additions.
+///
+/// # Safety
+/// The partials hold `num_partials * d` contiguous f32 elements, `dgamma`/`dbeta` `d` elements.
+#[allow(clippy::too_many_arguments)]
+unsafe fn reduce_columns<R: cubecl::Runtime>(
+    client: &ComputeClient<R>,
+    plan: &Plan,
+    addr: AddressType,
+    dgamma_partial: &TensorBuffer,
+    dbeta_partial: &TensorBuffer,
+    num_partials: usize,
+    dgamma: &TensorBuffer,
+    dbeta: &TensorBuffer,
+) {
+    let d = plan.d_vec * plan.vector;
+    let columns = (16 / plan.vector).clamp(1, 16);
+    let splits = REDUCE_UNITS / columns;
+    let column_cubes = plan.d_vec.div_ceil(columns) as u32;
+    let cube_dim = CubeDim::new_2d(columns as u32, splits as u32);
+    let f32_type: StorageType = DType::F32.into();
+    let out_type: StorageType = dgamma.dtype.into();
+    let max_chunks = client.properties().hardware.max_cube_count.1 as usize;
+    let per_chunk = if num_partials > splits * SINGLE_LAUNCH_PARTIALS_PER_UNIT {
+        (splits * PARTIALS_PER_UNIT).max(num_partials.div_ceil(max_chunks))
+    } else {
+        num_partials
+    };
+    let chunks = num_partials.div_ceil(per_chunk);
+    // SAFETY (both launches): unit `(c, s)` of cube `(x, k)` reads partial rows below
+    // `num_partials` (resp. `chunks`) at columns below `d_vec`, and writes row `k` below the
+    // output's rows (`chunks` resp. one).
+    unsafe {
+        if chunks == 1 {
+            reduce_partials::launch_unchecked::<R>(
+                client,
+                CubeCount::new_1d(column_cubes),
+                cube_dim,
+                addr,
+                plan.vector,
+                array_arg(dgamma_partial, num_partials * d),
+                array_arg(dbeta_partial, num_partials * d),
+                array_arg(dgamma, d),
+                array_arg(dbeta, d),
+                num_partials,
+                num_partials,
+                plan.d_vec,
+                columns,
+                splits,
+                out_type,
+            );
+            return;
+        }
+        let chunk_shape = Shape::new([chunks, d]);
+        let dgamma_chunks = TensorBuffer::empty(client, chunk_shape.clone(), DType::F32);
+        let dbeta_chunks = TensorBuffer::empty(client, chunk_shape, DType::F32);
+        reduce_partials::launch_unchecked::<R>(
+            client,
+            CubeCount::new_2d(column_cubes, chunks as u32),
+            cube_dim,
+            addr,
+            plan.vector,
+            array_arg(dgamma_partial, num_partials * d),
+            array_arg(dbeta_partial, num_partials * d),
+            array_arg(&dgamma_chunks, chunks * d),
+            array_arg(&dbeta_chunks, chunks * d),
+            num_partials,
+            per_chunk,
+            plan.d_vec,
+            columns,
+            splits,
+            f32_type,
+        );
+        reduce_partials::launch_unchecked::<R>(
+            client,
+            CubeCount::new_1d(column_cubes),
+            cube_dim,
+            addr,
+            plan.vector,
+            array_arg(&dgamma_chunks, chunks * d),
+            array_arg(&dbeta_chunks, chunks * d),
+            array_arg(dgamma, d),
+            array_arg(dbeta, d),
+            chunks,
+            chunks,
+            plan.d_vec,
+            columns,
+            splits,
+            out_type,
+        );
+    }
 }

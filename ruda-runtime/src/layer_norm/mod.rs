@@ -35,7 +35,9 @@
 //!   contiguous, vectorized rows (`Vector<F, N>`, `N` up to the device's 16-byte loads where `d`
 //!   and the buffers' alignment allow).
 //! - `dgamma`/`dbeta` are two-stage: per-cube partial sums over the rows each cube visits,
-//!   in an f32 scratch buffer, then one small column reduction (no atomics, deterministic).
+//!   in an f32 scratch buffer, then a column reduction, itself cut into chunks of partial rows
+//!   (a second, small launch sums the chunks) when there are many partials and few columns;
+//!   no atomics, deterministic.
 //! - Reductions use plane (warp/subgroup) operations where the device advertises them with a
 //!   fixed plane size, and shared memory otherwise (Mesa's lavapipe, our CI device).
 //! - Rows never mix: a NaN in one row stays in that row's `out`, `mean`, `rstd` and `dx`

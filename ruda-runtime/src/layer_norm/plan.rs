@@ -190,6 +190,24 @@ impl Plan {
         }
     }
 
+    /// The backward pass's cube per row: as many rows per cube as fill [`CUBE_UNITS`] units,
+    /// so that each cube's partial `dgamma`/`dbeta` row sums several rows. The backward grid
+    /// is bounded by resident units, not tiles, so a cube of 64 units a row left four times
+    /// as many partial rows to write and read again (4224 rows of 16 KiB at 16384x1024 on an
+    /// H200: 34 MB each for dgamma and dbeta, beside 201 MB of x, dy and dx; calls P-R). The
+    /// forward pass writes no partials and keeps one row per cube.
+    pub(crate) fn with_full_cubes<R: cubecl::Runtime>(mut self, client: &ComputeClient<R>) -> Self {
+        if self.variant == Variant::CubePerRow {
+            let max_units =
+                (client.properties().hardware.max_units_per_cube as usize).min(CUBE_UNITS);
+            let rows = self.tiles * self.rows_per_cube;
+            self.rows_per_cube =
+                (max_units / self.group_size).clamp(1, rows.max(1).next_power_of_two());
+            self.tiles = rows.div_ceil(self.rows_per_cube);
+        }
+        self
+    }
+
     pub(crate) fn cube_dim(&self) -> CubeDim {
         CubeDim::new_2d(self.group_size as u32, self.rows_per_cube as u32)
     }

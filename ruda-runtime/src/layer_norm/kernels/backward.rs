@@ -16,8 +16,9 @@
 //!
 //! The column sums are two-stage (the approach of Apex's and Triton's LayerNorm): each group of
 //! units accumulates the rows it visits into its own *partial* row of an f32 scratch buffer
-//! (`[num_partials, d]`), then [`reduce_partials`] sums the partials per column. No atomics, and
-//! the result does not depend on scheduling.
+//! (`[num_partials, d]`), then [`reduce_partials`] sums the partials per column (in two
+//! launches, through one f32 row per chunk of partial rows, when there are many). No atomics,
+//! and the result does not depend on scheduling.
 
 use cubecl::prelude::*;
 
@@ -300,12 +301,18 @@ pub(crate) fn backward_looped<F: Float, N: Size>(
     }
 }
 
-/// `dgamma[j] = sum_p dgamma_partial[p, j]` and the same for `dbeta`, cast to the weight type.
+/// `out[k, j] = sum of dgamma_partial[p, j]` over the partial rows `p` of chunk `k`
+/// (`k * partials_per_chunk ..`, `partials_per_chunk` of them, fewer in the last chunk), and the
+/// same for `dbeta`, cast to `F`. Chunk `k` is `CUBE_POS_Y`: with one chunk the outputs are
+/// `dgamma`/`dbeta` themselves; with several, the host launches it twice, first into an f32
+/// scratch of one row per chunk (many cubes, so that the partials are read at the device's
+/// bandwidth, not that of the few cubes a narrow `d` gives), then over that scratch.
 ///
-/// `CubeDim (columns, splits)`: unit `(c, s)` sums the partials `s, s + splits, ...` of column
-/// vector `CUBE_POS * columns + c` (consecutive units read consecutive columns; a few columns
-/// per cube and many splits, so that even a narrow `d` spreads over many units), then the
-/// `splits` subtotals are added by a shared-memory tree (a fixed order: deterministic).
+/// `CubeDim (columns, splits)`: unit `(c, s)` sums the partials `s, s + splits, ...` of its
+/// chunk for column vector `CUBE_POS_X * columns + c` (consecutive units read consecutive
+/// columns; a few columns per cube and many splits, so that even a narrow `d` spreads over many
+/// units), then the `splits` subtotals are added by a shared-memory tree (a fixed order:
+/// deterministic).
 #[cube(launch_unchecked, address_type = "dynamic")]
 pub(crate) fn reduce_partials<F: Float, N: Size>(
     dgamma_partial: &Array<Vector<f32, N>>,
@@ -313,6 +320,7 @@ pub(crate) fn reduce_partials<F: Float, N: Size>(
     dgamma: &mut Array<Vector<F, N>>,
     dbeta: &mut Array<Vector<F, N>>,
     num_partials: usize,
+    partials_per_chunk: usize,
     d_vec: usize,
     #[comptime] columns: usize,
     #[comptime] splits: usize,
@@ -320,7 +328,10 @@ pub(crate) fn reduce_partials<F: Float, N: Size>(
 ) {
     let lane = UNIT_POS_X as usize;
     let split = UNIT_POS_Y as usize;
-    let col = CUBE_POS * columns + lane;
+    let col = CUBE_POS_X as usize * columns + lane;
+    let chunk = CUBE_POS_Y as usize;
+    let first = chunk * partials_per_chunk;
+    let end = num_partials.min(first + partials_per_chunk);
     let mut shared_gamma = SharedMemory::<Vector<f32, N>>::new(comptime!(columns * splits));
     let mut shared_beta = SharedMemory::<Vector<f32, N>>::new(comptime!(columns * splits));
 
@@ -328,8 +339,8 @@ pub(crate) fn reduce_partials<F: Float, N: Size>(
     let mut sum_beta = Vector::<f32, N>::from_int(0);
     if col < d_vec {
         // Four partials per step: several loads in flight per unit.
-        let mut p = split;
-        while p + 3 * splits < num_partials {
+        let mut p = first + split;
+        while p + 3 * splits < end {
             let g0 = dgamma_partial[p * d_vec + col];
             let g1 = dgamma_partial[(p + splits) * d_vec + col];
             let g2 = dgamma_partial[(p + 2 * splits) * d_vec + col];
@@ -342,7 +353,7 @@ pub(crate) fn reduce_partials<F: Float, N: Size>(
             sum_beta += (b0 + b1) + (b2 + b3);
             p += 4 * splits;
         }
-        while p < num_partials {
+        while p < end {
             sum_gamma += dgamma_partial[p * d_vec + col];
             sum_beta += dbeta_partial[p * d_vec + col];
             p += splits;
@@ -366,7 +377,7 @@ pub(crate) fn reduce_partials<F: Float, N: Size>(
     }
 
     if split == 0 && col < d_vec {
-        dgamma[col] = Vector::cast_from(shared_gamma[lane]);
-        dbeta[col] = Vector::cast_from(shared_beta[lane]);
+        dgamma[chunk * d_vec + col] = Vector::cast_from(shared_gamma[lane]);
+        dbeta[chunk * d_vec + col] = Vector::cast_from(shared_beta[lane]);
     }
 }
