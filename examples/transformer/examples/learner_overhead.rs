@@ -107,6 +107,16 @@ struct Cli {
 fn main() -> Result<(), Box<dyn Error>> {
     let cli = Cli::parse();
     let devices = cli.devices.choose()?;
+    // Every piece but `training` runs on one device; a multi-device `training` would not be
+    // comparable with them.
+    if devices.len() > 1 {
+        return Err(format!(
+            "learner_overhead measures burn-train's single-device loop, but --devices names {}              devices ({:?}); give one device (the transformer example trains on several)",
+            devices.len(),
+            devices
+        )
+        .into());
+    }
     let device = devices[0].clone();
     let text = read_text(cli.text.unwrap_or_else(shipped_shakespeare))?;
     let prepared = PreparedText::new(&text, 0.1);
