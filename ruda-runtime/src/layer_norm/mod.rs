@@ -140,7 +140,9 @@ pub enum Variant {
     PlanePerRow,
     /// One cube (32 to 256 units, about four vectors per unit) per row, the row held in
     /// registers: `x` is read once, the variance is an exact second pass over registers.
-    /// Holds up to [`MAX_VECTORS_PER_UNIT`] vectors per unit.
+    /// Holds up to [`MAX_VECTORS_PER_UNIT`] vectors per unit. The backward pass gives a row the
+    /// same units but fills cubes of up to 256 units with several rows, so that fewer partial
+    /// column sums are written.
     CubePerRow,
     /// One cube of 256 units per row, looping over the row in chunks: any `d`. The forward pass
     /// reads `x` twice (statistics, then output; the shift is taken from the first chunk while
