@@ -5,7 +5,7 @@
 # Binaries as h200_products.sh: .device/gpu_suite.xz, and .device/torch_layernorm.py (a copy of
 # ../shared/bench/torch_layernorm.py, which the GPU machine does not see).
 #
-#   bash benches/scripts/h200_layer_norm.sh OUT [ncu|ncu-only]
+#   [STEPS='checks benchmarks torch'] bash benches/scripts/h200_layer_norm.sh OUT [ncu|ncu-only]
 #
 # The tuning and compilation caches live in /tmp/cc and come back as $OUT/caches-ruda.tar.xz;
 # a .device/caches-ruda.tar.xz is carried in when present (FRESH_TUNING=1: its kernels only). The Nsight Compute run tunes in its own
@@ -27,19 +27,40 @@ mkdir -p /tmp/suite-ruda /tmp/cc
 printf '[autotune]\ncache = { file = "/tmp/cc" }\n[compilation]\ncache = { file = "/tmp/cc/ptx" }\n' >/tmp/suite-ruda/cubecl.toml
 suite() { (cd /tmp/suite-ruda && RUDA_BENCH_BACKENDS=ruda-cuda "$@" 2>&1); }
 
-if [ "$mode" != ncu-only ]; then
-echo "== checks and every variant ($(date +%T))" | tee -a "$out/suite.txt"
-suite timeout 240 "$top/.device/gpu_suite" --no-burn --no-differential >>"$out/suite.txt"
-echo "   exit $?"; grep -E "^(PASS|FAIL)|check\(s\) failed" "$out/suite.txt"
+# STEPS picks the parts of one call (all three by default; a cold start may need two calls).
+steps=${STEPS:-checks benchmarks torch}
+step() { [ "$mode" != ncu-only ] && [[ " $steps " == *" $1 "* ]]; }
 
+if step checks; then
+echo "== checks, the default rule's table on both clocks, every variant ($(date +%T))" | tee -a "$out/suite.txt"
+suite timeout 330 "$top/.device/gpu_suite" --no-burn --no-differential >>"$out/suite.txt"
+echo "   exit $?"; grep -E "^(PASS|FAIL)|check\(s\) failed" "$out/suite.txt"
+fi
+
+if step benchmarks; then
 echo "== benchmarks ($(date +%T))" | tee -a "$out/suite.txt"
 suite timeout 200 "$top/.device/gpu_suite" --benchmarks --groups layer_norm_kernel,layer_norm_burn \
   --csv "$out/benchmarks.csv" >>"$out/suite.txt"
 echo "   exit $?"
+fi
 
+if step torch; then
 echo "== PyTorch ($(date +%T))"
 timeout 150 python3 .device/torch_layernorm.py float32 bfloat16 float16 $shapes >"$out/torch.tsv" 2>&1
 echo "   exit $?"
+# PyTorch's fixed cost of a synchronized call, beside gpu_suite's "a call that launches nothing":
+# a synchronize alone, and a one-element add then a synchronize (10 warm-up, median of 50).
+timeout 60 python3 - >>"$out/torch.tsv" 2>&1 <<'PY'
+import time, torch
+def median_us(fn):
+    for _ in range(10): fn()
+    torch.cuda.synchronize(); ts = []
+    for _ in range(50):
+        t = time.perf_counter(); fn(); torch.cuda.synchronize(); ts.append((time.perf_counter() - t) * 1e6)
+    return sorted(ts)[25]
+x = torch.zeros(1, device="cuda")
+print(f"# torch: synchronize alone {median_us(lambda: None):.1f} us, one-element add + synchronize {median_us(lambda: x.add_(1)):.1f} us")
+PY
 fi
 
 if [ "$mode" = ncu ] || [ "$mode" = ncu-only ]; then

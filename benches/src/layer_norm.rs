@@ -11,7 +11,7 @@ use ruda_runtime::layer_norm::{Strategy, layer_norm_backward_with, layer_norm_fo
 use ruda_runtime::prelude::DType;
 use ruda_runtime::{Runtime, TensorBuffer};
 
-use crate::timing::{Call, TimingPlan, gb_per_s, median_us};
+use crate::timing::{Call, TimingPlan, gb_per_s, median_on_device_thread_us, median_us};
 
 /// The shapes (rows x d) of the kernel issue's table.
 pub const SHAPES: [(usize, usize); 5] = [
@@ -127,17 +127,54 @@ impl Inputs {
     }
 }
 
+/// Where a sample's wall clock is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clock {
+    /// On the caller's thread, around the call and a device sync ([`median_us`]), as
+    /// `torch_layernorm.py` times PyTorch.
+    Caller,
+    /// On CubeCL's device thread, between a device sync before the call and one after it
+    /// ([`median_on_device_thread_us`]): the same, less the wake-up of that thread.
+    DeviceThread,
+}
+
+impl Clock {
+    /// The suffix of a table row's implementation name: none for [`Clock::Caller`].
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Clock::Caller => "",
+            Clock::DeviceThread => "@device-thread",
+        }
+    }
+}
+
 /// Times the native kernels of runtime `R` on `device` (forward, and forward + backward with
-/// `dy = 1` as `torch_layernorm.py` does), with the given strategy or the default rule.
+/// `dy = 1` as `torch_layernorm.py` does), with the given strategy or the default rule, on the
+/// caller's clock.
 pub fn native<R: Runtime>(
     device: &R::Device,
     case: Case,
     strategy: Option<Strategy>,
     plan: TimingPlan,
 ) -> Timing {
+    native_clocked::<R>(device, case, strategy, plan, Clock::Caller)
+}
+
+/// [`native`] on the given [`Clock`].
+pub fn native_clocked<R: Runtime>(
+    device: &R::Device,
+    case: Case,
+    strategy: Option<Strategy>,
+    plan: TimingPlan,
+    clock: Clock,
+) -> Timing {
     let client = R::client(device);
     let Inputs { x, gamma, beta, dy } = Inputs::new(&client, case);
     let sync = || cubecl::future::block_on(client.sync()).expect("device sync failed");
+    let time = |call: &mut (dyn FnMut() + Send)| match clock {
+        Clock::Caller => median_us(plan, call, &sync),
+        Clock::DeviceThread => median_on_device_thread_us(&client, plan, call),
+    };
 
     let forward = || match strategy {
         Some(s) => layer_norm_forward_with(
@@ -156,34 +193,25 @@ pub fn native<R: Runtime>(
             EPSILON,
         ),
     };
-    let fwd_us = median_us(plan, || drop(forward()), sync);
-    let fwdbwd_us = median_us(
-        plan,
-        || {
-            let [_out, mean, rstd] = forward();
-            let grads = match strategy {
-                Some(s) => layer_norm_backward_with(
-                    &client,
-                    x.clone(),
-                    gamma.clone(),
-                    dy.clone(),
-                    mean,
-                    rstd,
-                    s,
-                ),
-                None => R::layer_norm_backward(
-                    &client,
-                    x.clone(),
-                    gamma.clone(),
-                    dy.clone(),
-                    mean,
-                    rstd,
-                ),
-            };
-            drop(grads);
-        },
-        sync,
-    );
+    let fwd_us = time(&mut || drop(forward()));
+    let fwdbwd_us = time(&mut || {
+        let [_out, mean, rstd] = forward();
+        let grads = match strategy {
+            Some(s) => layer_norm_backward_with(
+                &client,
+                x.clone(),
+                gamma.clone(),
+                dy.clone(),
+                mean,
+                rstd,
+                s,
+            ),
+            None => {
+                R::layer_norm_backward(&client, x.clone(), gamma.clone(), dy.clone(), mean, rstd)
+            }
+        };
+        drop(grads);
+    });
     Timing { fwd_us, fwdbwd_us }
 }
 

@@ -28,7 +28,7 @@
 //! Benchmark rows use `torch_layernorm.py`'s format. Exits non-zero if a check fails.
 
 use burn::backend::Autodiff;
-use ruda_benches::layer_norm::{self as bench, Case, SHAPES};
+use ruda_benches::layer_norm::{self as bench, Case, Clock, SHAPES};
 use ruda_benches::timing::TimingPlan;
 use ruda_runtime::Runtime;
 use ruda_runtime::layer_norm::{Reduction, Strategy, Variant};
@@ -456,7 +456,24 @@ fn suite<R: Runtime>(name: &str, device: &R::Device, options: &Options) -> usize
     let failures = ruda_tests::layer_norm_checks::run_all(&client, !options.quick);
 
     println!("\n## {name}: LayerNorm benchmarks (native kernels, default rule)\n");
+    println!(
+        "# every shape of the benchmark suite; each case on the caller's clock, then on CubeCL's \
+         device thread ({name}{})",
+        Clock::DeviceThread.suffix()
+    );
+    let sync = || cubecl::future::block_on(client.sync()).expect("device sync failed");
+    println!(
+        "# a call that launches nothing: {:.1} us on the caller's clock, {:.1} us on the device \
+         thread",
+        ruda_benches::timing::median_us(plan(options), || {}, sync),
+        ruda_benches::timing::median_on_device_thread_us(&client, plan(options), || {})
+    );
     println!("impl\tdtype\tshape\tfwd_us\tfwd_GBps\tfwdbwd_us\tfwdbwd_GBps");
+    let table_shapes = if options.quick {
+        shapes(options)
+    } else {
+        ruda_benches::suite::LAYER_NORM_SHAPES.to_vec()
+    };
     for dtype in [DType::F32, DType::BF16, DType::F16] {
         if !supports(&client, dtype) {
             println!("# {dtype:?} not supported on this device: skipped");
@@ -465,10 +482,15 @@ fn suite<R: Runtime>(name: &str, device: &R::Device, options: &Options) -> usize
         if options.quick && dtype != DType::F32 {
             continue;
         }
-        for (rows, d) in shapes(options) {
+        for &(rows, d) in &table_shapes {
             let case = Case { rows, d, dtype };
-            let timing = bench::native::<R>(device, case, None, plan(options));
-            println!("{}", timing.row(name, &case));
+            for clock in [Clock::Caller, Clock::DeviceThread] {
+                let timing = bench::native_clocked::<R>(device, case, None, plan(options), clock);
+                println!(
+                    "{}",
+                    timing.row(&format!("{name}{}", clock.suffix()), &case)
+                );
+            }
         }
     }
 

@@ -72,7 +72,7 @@ pub(crate) fn backward<R: cubecl::Runtime>(
         narrow,
     )
     .with_full_cubes(client);
-    choice.check(&plan)?;
+    choice.check_backward(&plan)?;
 
     let input = into_contiguous(client, input);
     let weight = into_contiguous(client, weight);
@@ -222,80 +222,113 @@ unsafe fn reduce_columns<R: cubecl::Runtime>(
     dgamma: &TensorBuffer,
     dbeta: &TensorBuffer,
 ) {
-    let d = plan.d_vec * plan.vector;
     let columns = (16 / plan.vector).clamp(1, 16);
-    let splits = REDUCE_UNITS / columns;
-    let column_cubes = plan.d_vec.div_ceil(columns) as u32;
-    let cube_dim = CubeDim::new_2d(columns as u32, splits as u32);
-    let f32_type: StorageType = DType::F32.into();
+    let grid = ColumnGrid {
+        columns,
+        splits: REDUCE_UNITS / columns,
+        column_cubes: plan.d_vec.div_ceil(columns) as u32,
+    };
     let out_type: StorageType = dgamma.dtype.into();
     let max_chunks = client.properties().hardware.max_cube_count.1 as usize;
-    let per_chunk = if num_partials > splits * SINGLE_LAUNCH_PARTIALS_PER_UNIT {
-        (splits * PARTIALS_PER_UNIT).max(num_partials.div_ceil(max_chunks))
+    let per_chunk = if num_partials > grid.splits * SINGLE_LAUNCH_PARTIALS_PER_UNIT {
+        (grid.splits * PARTIALS_PER_UNIT).max(num_partials.div_ceil(max_chunks))
     } else {
         num_partials
     };
     let chunks = num_partials.div_ceil(per_chunk);
-    // SAFETY (both launches): unit `(c, s)` of cube `(x, k)` reads partial rows below
-    // `num_partials` (resp. `chunks`) at columns below `d_vec`, and writes row `k` below the
-    // output's rows (`chunks` resp. one).
+    let partials = [dgamma_partial, dbeta_partial];
+    // SAFETY (every launch): as `ColumnGrid::launch` asks: the partials hold `num_partials * d`
+    // elements (this function's contract), the chunk sums `chunks` rows, the outputs one.
     unsafe {
         if chunks == 1 {
-            reduce_partials::launch_unchecked::<R>(
+            grid.launch(
                 client,
-                CubeCount::new_1d(column_cubes),
-                cube_dim,
+                plan,
                 addr,
-                plan.vector,
-                array_arg(dgamma_partial, num_partials * d),
-                array_arg(dbeta_partial, num_partials * d),
-                array_arg(dgamma, d),
-                array_arg(dbeta, d),
+                partials,
                 num_partials,
                 num_partials,
-                plan.d_vec,
-                columns,
-                splits,
+                [dgamma, dbeta],
                 out_type,
             );
             return;
         }
-        let chunk_shape = Shape::new([chunks, d]);
+        let chunk_shape = Shape::new([chunks, plan.d_vec * plan.vector]);
         let dgamma_chunks = TensorBuffer::empty(client, chunk_shape.clone(), DType::F32);
         let dbeta_chunks = TensorBuffer::empty(client, chunk_shape, DType::F32);
-        reduce_partials::launch_unchecked::<R>(
+        let sums = [&dgamma_chunks, &dbeta_chunks];
+        grid.launch(
             client,
-            CubeCount::new_2d(column_cubes, chunks as u32),
-            cube_dim,
+            plan,
             addr,
-            plan.vector,
-            array_arg(dgamma_partial, num_partials * d),
-            array_arg(dbeta_partial, num_partials * d),
-            array_arg(&dgamma_chunks, chunks * d),
-            array_arg(&dbeta_chunks, chunks * d),
+            partials,
             num_partials,
             per_chunk,
-            plan.d_vec,
-            columns,
-            splits,
-            f32_type,
+            sums,
+            DType::F32.into(),
         );
-        reduce_partials::launch_unchecked::<R>(
+        grid.launch(
             client,
-            CubeCount::new_1d(column_cubes),
-            cube_dim,
+            plan,
             addr,
-            plan.vector,
-            array_arg(&dgamma_chunks, chunks * d),
-            array_arg(&dbeta_chunks, chunks * d),
-            array_arg(dgamma, d),
-            array_arg(dbeta, d),
+            sums,
             chunks,
             chunks,
-            plan.d_vec,
-            columns,
-            splits,
+            [dgamma, dbeta],
             out_type,
         );
+    }
+}
+
+/// The column reduction's launch shape: cubes of `columns` column vectors by `splits` units on
+/// partial rows, `column_cubes` of them across the row.
+struct ColumnGrid {
+    columns: usize,
+    splits: usize,
+    column_cubes: u32,
+}
+
+impl ColumnGrid {
+    /// Sums `rows` rows of both `sources`, `per_chunk` rows a cube row, into one row per chunk
+    /// of both `targets` (of `out_type`).
+    ///
+    /// # Safety
+    /// The sources hold `rows * d` contiguous f32 elements, the targets
+    /// `rows.div_ceil(per_chunk) * d` elements: unit `(c, s)` of cube `(x, k)` reads rows below
+    /// `rows` at columns below `d_vec`, and writes row `k`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn launch<R: cubecl::Runtime>(
+        &self,
+        client: &ComputeClient<R>,
+        plan: &Plan,
+        addr: AddressType,
+        sources: [&TensorBuffer; 2],
+        rows: usize,
+        per_chunk: usize,
+        targets: [&TensorBuffer; 2],
+        out_type: StorageType,
+    ) {
+        let d = plan.d_vec * plan.vector;
+        let chunks = rows.div_ceil(per_chunk);
+        // SAFETY: as the caller promises (above).
+        unsafe {
+            reduce_partials::launch_unchecked::<R>(
+                client,
+                CubeCount::new_2d(self.column_cubes, chunks as u32),
+                CubeDim::new_2d(self.columns as u32, self.splits as u32),
+                addr,
+                plan.vector,
+                array_arg(sources[0], rows * d),
+                array_arg(sources[1], rows * d),
+                array_arg(targets[0], chunks * d),
+                array_arg(targets[1], chunks * d),
+                rows,
+                per_chunk,
+                plan.d_vec,
+                self.columns,
+                self.splits,
+                out_type,
+            );
+        }
     }
 }

@@ -64,6 +64,14 @@ pub use plan::MAX_VECTORS_PER_UNIT;
 /// leaves 31 of 32 idle.
 pub const UNIT_PER_ROW_MAX_VECTORS_WITH_PLANES: usize = 8;
 
+/// Most row elements one unit may hold in the backward pass of the register variants, for
+/// autotuning. The backward holds `x` and `dy` for each of them and adds two partial column
+/// sums, so it needs about four times the forward's registers: on an H200 (Nsight Compute,
+/// `benches/results/2026-12-02-h200-layer-norm-reduction.md`) the plane-per-row backward took
+/// 104 registers a unit at 16 elements (d = 512), 195 at 32 (d = 1024) and 255 with spills at
+/// 64 (d = 2048). Beyond it the tuner does not try the candidate; a forced strategy still runs.
+pub const BACKWARD_MAX_ELEMENTS_PER_UNIT: usize = 32;
+
 /// How a call picks its launch shape (crate-internal).
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Choice {
@@ -124,6 +132,27 @@ impl Choice {
                  would be {:?} with vectors of {}",
                 plan.variant, plan.vector
             )),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Choice::check`] for the backward pass, which also refuses, for a strict candidate, a
+    /// register variant holding more than [`BACKWARD_MAX_ELEMENTS_PER_UNIT`] elements a unit.
+    pub(crate) fn check_backward(self, plan: &plan::Plan) -> Result<(), String> {
+        self.check(plan)?;
+        let held = plan.vectors_per_unit * plan.vector;
+        let registers = matches!(plan.variant, Variant::PlanePerRow | Variant::CubePerRow);
+        match self {
+            Choice::Candidate { strict: true, .. }
+                if registers && held > BACKWARD_MAX_ELEMENTS_PER_UNIT =>
+            {
+                Err(format!(
+                    "candidate {:?} is not tried in the backward pass with {held} elements a \
+                     unit (at most {BACKWARD_MAX_ELEMENTS_PER_UNIT}): x, dy and two partial sums \
+                     per element spill registers",
+                    plan.variant
+                ))
+            }
             _ => Ok(()),
         }
     }
