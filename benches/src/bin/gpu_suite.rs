@@ -534,7 +534,7 @@ fn suite<R: Runtime>(name: &str, device: &R::Device, options: &Options) -> usize
 
 /// The differential suite (every op family against NdArray; gradients of an MLP, a CNN and a
 /// `TransformerEncoder` under `burn_ruda::Autodiff<B>` against `Autodiff<NdArray>`) on `B`, the
-/// same checks `tests/burn_backend.rs` runs on lavapipe; returns the failures.
+/// same checks `tests/tests/backend/burn_backend.rs` runs on lavapipe; returns the failures.
 fn differential<B: burn_ruda::LayerNormBackend>(
     name: &str,
     device: &B::Device,

@@ -34,8 +34,8 @@ impl CubeclRuntime for RudaCuda {
         // `RUDA_AUTOTUNE_DIR` must reach CubeCL's configuration before its first server exists.
         crate::autotune::settings::apply_to_cubecl();
         // The first opening of a device gives CubeCL its fingerprint-keyed PTX cache.
-        // CubeCL's own stream per thread: correct on CUDA (`tests/tests/threads.rs` passes on
-        // an H200) and as fast as one shared stream through burn-train's Learner (see
+        // CubeCL's own stream per thread: correct on CUDA (`tests/tests/backend/threads.rs`
+        // passes on an H200) and as fast as one shared stream through burn-train's Learner (see
         // `super::streams`), so it is left as CubeCL has it.
         let client = crate::compilation_cache::load_client(device, || device_fingerprint(device));
         CLIENTS.record(server_key(&client), device);

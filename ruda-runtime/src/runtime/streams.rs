@@ -6,11 +6,11 @@
 //! of tasks in front of the device's one queue, and memory moves between them unordered: a buffer
 //! the training thread freed while its kernels were still queued is handed to a worker's next
 //! upload, which reaches the device first and overwrites what the queued kernels read
-//! (`tests/tests/threads.rs` reproduces it on Burn's own `Wgpu` and on CubeCL's runtime without
-//! fusion; on lavapipe the Learner's validation figures came out worse than the trained model's,
-//! `benches/results/2026-12-01-lavapipe-mnist-validation.md`). One stream per device keeps every
-//! submission in program order; wgpu has one queue per device, so nothing that ran in parallel
-//! before is serialized.
+//! (`tests/tests/backend/threads.rs` reproduces it on Burn's own `Wgpu` and on CubeCL's runtime
+//! without fusion; on lavapipe the Learner's validation figures came out worse than the trained
+//! model's, `benches/results/2026-12-01-lavapipe-mnist-validation.md`). One stream per device
+//! keeps every submission in program order; wgpu has one queue per device, so nothing that ran in
+//! parallel before is serialized.
 //!
 //! `RudaCuda` keeps CubeCL's streams: there each stream is a CUDA stream, ordered by events; the
 //! same test passes on an H200, and through burn-train's Learner with two loader workers a step

@@ -606,7 +606,7 @@ pub struct Mlp<B: Backend> {
 
 impl<B: Backend> Mlp<B> {
     /// 12 inputs, 32 hidden, 3 outputs (the shapes of the MLP training test of
-    /// `tests/burn_backend.rs`, so that both share their matmul kernels).
+    /// `tests/tests/backend/burn_backend.rs`, so that both share their matmul kernels).
     pub fn new(device: &B::Device) -> Self {
         Self {
             input: LinearConfig::new(12, 32).init(device),

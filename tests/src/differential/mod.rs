@@ -64,7 +64,7 @@ pub type ReferenceAutodiff = burn::backend::Autodiff<NdArray>;
 /// What every check returns: `Err` lists every mismatch, one per line.
 pub type CheckResult = Result<(), String>;
 
-/// The op families of the issue, one `#[test]` each in `tests/burn_backend.rs`.
+/// The op families of the issue, one `#[test]` each in `tests/tests/backend/burn_backend.rs`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Family {
     /// Float elementwise ops, strided inputs, matmul.
