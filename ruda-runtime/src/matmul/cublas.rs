@@ -12,9 +12,19 @@
 //! The task cannot return an error to the program (it runs later, on another thread). A failure
 //! is kept and reported by the next call's panic on the caller's thread, with the device and
 //! the product it came from; CubeCL keeps working.
+//!
+//! No lock is shared by the three threads a product passes through (the training thread asks
+//! [`available`], burn-fusion's thread queues the product, CubeCL's device thread issues it):
+//! whether a device is ready is read under a read lock written once per device, the cuBLAS handle
+//! and events live in the device thread's own storage, and a failure raises an atomic flag before
+//! anyone takes the lock that holds its message. (A global mutex held across the cuBLAS call on
+//! the device thread stalled the other two threads for every product: H200 stack samples,
+//! `benches/results/2026-12-02-h200-host-profile.md`.)
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, RwLock};
 
 use burn_backend::DType;
 use cubecl::{
@@ -41,36 +51,32 @@ const MIN_DRIVER_API: i32 = 12050;
 
 /// Whether products on `device` run through cuBLAS: `Ok` once the library loaded and its handle,
 /// stream and events exist for the device; `Err` with the reason otherwise (checked once per
-/// device, on the first call).
+/// device, on the first call; later calls take a read lock only).
 pub fn available(device: &CudaDevice) -> Result<(), String> {
     if !super::settings().native {
         return Err(format!("{}=cubecl", super::ENV_MATMUL));
     }
-    let mut states = STATES.lock().expect("ruda matmul state lock");
-    match states.get(&device.index) {
-        Some(DeviceState::Ready { .. }) => Ok(()),
-        Some(DeviceState::Unavailable(reason)) => Err(reason.clone()),
-        None => {
-            let (state, result) = match initialize(device) {
-                Ok(blas) => (
-                    DeviceState::Ready {
-                        blas,
-                        failure: None,
-                    },
-                    Ok(()),
-                ),
-                Err(reason) => {
-                    log::warn!(
-                        "ruda: matrix products on cuda:{} stay Burn's: {reason}",
-                        device.index
-                    );
-                    (DeviceState::Unavailable(reason.clone()), Err(reason))
-                }
-            };
-            states.insert(device.index, state);
-            result
-        }
+    if let Some(known) = AVAILABILITY
+        .read()
+        .expect("ruda matmul availability lock")
+        .get(&device.index)
+    {
+        return known.clone();
     }
+    // First call for this device: one thread sets it up while the others wait for the answer.
+    let mut availability = AVAILABILITY.write().expect("ruda matmul availability lock");
+    if let Some(known) = availability.get(&device.index) {
+        return known.clone();
+    }
+    let result = initialize(device);
+    if let Err(reason) = &result {
+        log::warn!(
+            "ruda: matrix products on cuda:{} stay Burn's: {reason}",
+            device.index
+        );
+    }
+    availability.insert(device.index, result.clone());
+    result
 }
 
 /// `lhs x rhs` through cuBLAS: a fresh row-major `[broadcast batch.., m, n]` buffer of `lhs`'s
@@ -118,20 +124,25 @@ pub fn matmul(
 
 /// Number of products queued through cuBLAS by this process (a test hook).
 pub fn calls() -> usize {
-    CALLS.load(core::sync::atomic::Ordering::SeqCst)
+    CALLS.load(Ordering::SeqCst)
 }
 
-static CALLS: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+static CALLS: AtomicUsize = AtomicUsize::new(0);
 
-static STATES: Mutex<BTreeMap<usize, DeviceState>> = Mutex::new(BTreeMap::new());
+/// Per device index: whether cuBLAS is set up (written once, on the first [`available`]).
+static AVAILABILITY: RwLock<BTreeMap<usize, Result<(), String>>> = RwLock::new(BTreeMap::new());
 
-enum DeviceState {
-    Ready {
-        blas: DeviceBlas,
-        /// The first failure of a queued product, not yet reported.
-        failure: Option<String>,
-    },
-    Unavailable(String),
+/// Raised when a queued product fails, so that the next [`matmul`] looks at [`FAILURES`];
+/// never lowered (a failed device keeps failing).
+static ANY_FAILURE: AtomicBool = AtomicBool::new(false);
+
+/// Per device index: the first failure of a queued product, not yet reported.
+static FAILURES: Mutex<BTreeMap<usize, String>> = Mutex::new(BTreeMap::new());
+
+thread_local! {
+    /// The cuBLAS handle, stream and events of each device whose CubeCL thread this is: created
+    /// by a task on that thread and used only by tasks on it.
+    static DEVICE_BLAS: RefCell<BTreeMap<usize, DeviceBlas>> = const { RefCell::new(BTreeMap::new()) };
 }
 
 /// What one device's products need, created on its device thread and used only there.
@@ -145,23 +156,28 @@ struct DeviceBlas {
     product_done: cu::CUevent,
 }
 
-// SAFETY: the raw handles are only used on the device's CubeCL thread (inside its tasks); the
-// struct moves between threads only inside the state map's mutex.
-unsafe impl Send for DeviceBlas {}
-
 fn take_failure(device: usize) -> Option<String> {
-    match STATES
-        .lock()
-        .expect("ruda matmul state lock")
-        .get_mut(&device)
-    {
-        Some(DeviceState::Ready { failure, .. }) => failure.take(),
-        _ => None,
+    if !ANY_FAILURE.load(Ordering::Acquire) {
+        return None;
     }
+    FAILURES
+        .lock()
+        .expect("ruda matmul failure lock")
+        .remove(&device)
 }
 
-/// Loads cuBLAS and creates the device's handle, stream and events on its CubeCL thread.
-fn initialize(device: &CudaDevice) -> Result<DeviceBlas, String> {
+fn record_failure(device: usize, failure: impl FnOnce() -> String) {
+    FAILURES
+        .lock()
+        .expect("ruda matmul failure lock")
+        .entry(device)
+        .or_insert_with(failure);
+    ANY_FAILURE.store(true, Ordering::Release);
+}
+
+/// Loads cuBLAS and creates the device's handle, stream and events on its CubeCL thread, kept
+/// there.
+fn initialize(device: &CudaDevice) -> Result<(), String> {
     // SAFETY: only probes whether the shared library can be opened.
     if !unsafe { blas::is_culib_present() } {
         return Err(
@@ -180,7 +196,14 @@ fn initialize(device: &CudaDevice) -> Result<DeviceBlas, String> {
     }
     let index = device.index;
     let created = DeviceHandle::<Server>::new(device.to_id())
-        .submit_blocking(move |_server| DeviceBlas::create(index))
+        .submit_blocking(move |_server| {
+            // Kept in the device thread's storage, where the products' tasks will run.
+            DeviceBlas::create(index).map(|blas| {
+                DEVICE_BLAS.with_borrow_mut(|all| {
+                    all.insert(index, blas);
+                })
+            })
+        })
         .map_err(|err| format!("CubeCL's device thread did not answer: {err:?}"))?;
     created.map_err(|err| format!("setting up cuBLAS on cuda:{index}: {err}"))
 }
@@ -240,19 +263,22 @@ struct GemmCall {
 impl GemmCall {
     /// Runs on the device thread; keeps a failure for the next call to report.
     fn run(self, server: &mut Server) {
-        let device = self.device;
-        let description = format!("{:?} {:?}", self.dtype, self.gemm);
+        let (device, dtype, gemm) = (self.device, self.dtype, self.gemm);
         if let Err(err) = self.issue(server) {
-            let mut states = STATES.lock().expect("ruda matmul state lock");
-            if let Some(DeviceState::Ready { failure, .. }) = states.get_mut(&device)
-                && failure.is_none()
-            {
-                *failure = Some(format!("{err} ({description})"));
-            }
+            record_failure(device, || format!("{err} ({dtype:?} {gemm:?})"));
         }
     }
 
     fn issue(self, server: &mut Server) -> Result<(), String> {
+        let GemmCall {
+            device,
+            gemm,
+            dtype,
+            tf32,
+            lhs,
+            rhs,
+            out,
+        } = self;
         let stream = StreamId::current();
         let mut pointer = |handle: Handle, what: &str| {
             server
@@ -261,90 +287,104 @@ impl GemmCall {
         };
         // The resources keep the allocations alive until the product is queued; CubeCL's later
         // reuse of the memory waits for the product through the context-wide event.
-        let lhs = pointer(self.lhs, "left-hand")?;
-        let rhs = pointer(self.rhs, "right-hand")?;
-        let out = pointer(self.out, "output")?;
-        let states = STATES.lock().expect("ruda matmul state lock");
-        let Some(DeviceState::Ready { blas: device, .. }) = states.get(&self.device) else {
-            return Err("cuBLAS is not set up for this device".into());
-        };
-        let g = self.gemm;
-        let (data, compute) = types(self.dtype, self.tf32);
-        let (one_f32, zero_f32, one_f64, zero_f64) = (1.0f32, 0.0f32, 1.0f64, 0.0f64);
-        let (alpha, beta): (*const core::ffi::c_void, *const core::ffi::c_void) =
-            if self.dtype == DType::F64 {
-                (
-                    (&one_f64 as *const f64).cast(),
-                    (&zero_f64 as *const f64).cast(),
-                )
-            } else {
-                (
-                    (&one_f32 as *const f32).cast(),
-                    (&zero_f32 as *const f32).cast(),
-                )
-            };
-        let op = |column_major: bool| {
-            if column_major {
-                blas::cublasOperation_t::CUBLAS_OP_T
-            } else {
-                blas::cublasOperation_t::CUBLAS_OP_N
-            }
-        };
-        // Row-major C = A B is column-major C^T = B^T A^T: cuBLAS's first operand is our
-        // right-hand side, its `m` our `n`. A row-major operand read column-major is its
-        // transpose already (op N); a column-major one needs op T.
-        let int = |v: usize| v as i32;
-        // SAFETY: the pointers are live device buffers of the sizes the plan was made from (the
-        // resources above hold them); `device`'s handles belong to this thread's context.
-        unsafe {
-            driver(
-                cu::cuCtxRecordEvent(device.context, device.operands_ready),
-                "cuCtxRecordEvent",
-            )?;
-            driver(
-                cu::cuStreamWaitEvent(device.stream, device.operands_ready, 0),
-                "cuStreamWaitEvent",
-            )?;
-            cublas(
-                blas::cublasGemmStridedBatchedEx(
-                    device.handle,
-                    op(g.rhs.column_major),
-                    op(g.lhs.column_major),
-                    int(g.n),
-                    int(g.m),
-                    int(g.k),
-                    alpha,
-                    rhs.resource().ptr as *const core::ffi::c_void,
-                    data,
-                    int(g.rhs.ld),
-                    g.rhs.batch_stride as i64,
-                    lhs.resource().ptr as *const core::ffi::c_void,
-                    data,
-                    int(g.lhs.ld),
-                    g.lhs.batch_stride as i64,
-                    beta,
-                    out.resource().ptr as *mut core::ffi::c_void,
-                    data,
-                    int(g.n),
-                    (g.m * g.n) as i64,
-                    int(g.batch),
-                    compute,
-                    blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-                ),
-                "cublasGemmStridedBatchedEx",
-            )?;
-            driver(
-                cu::cuEventRecord(device.product_done, device.stream),
-                "cuEventRecord",
-            )?;
-            driver(
-                cu::cuCtxWaitEvent(device.context, device.product_done),
-                "cuCtxWaitEvent",
-            )?;
-        }
-        CALLS.fetch_add(1, core::sync::atomic::Ordering::SeqCst);
+        let lhs = pointer(lhs, "left-hand")?;
+        let rhs = pointer(rhs, "right-hand")?;
+        let out = pointer(out, "output")?;
+        let pointers = [lhs.resource().ptr, rhs.resource().ptr, out.resource().ptr];
+        DEVICE_BLAS.with_borrow(|all| {
+            let blas = all
+                .get(&device)
+                .ok_or("cuBLAS is not set up on this thread for this device")?;
+            gemm_on(blas, gemm, dtype, tf32, pointers)
+        })?;
+        CALLS.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
+}
+
+/// Queues the product `g` on `device`'s stream between the two context-wide events, on the
+/// device pointers `[lhs, rhs, out]`.
+fn gemm_on(
+    device: &DeviceBlas,
+    g: GemmPlan,
+    dtype: DType,
+    tf32: bool,
+    [lhs, rhs, out]: [u64; 3],
+) -> Result<(), String> {
+    let (data, compute) = types(dtype, tf32);
+    let (one_f32, zero_f32, one_f64, zero_f64) = (1.0f32, 0.0f32, 1.0f64, 0.0f64);
+    let (alpha, beta): (*const core::ffi::c_void, *const core::ffi::c_void) = if dtype == DType::F64
+    {
+        (
+            (&one_f64 as *const f64).cast(),
+            (&zero_f64 as *const f64).cast(),
+        )
+    } else {
+        (
+            (&one_f32 as *const f32).cast(),
+            (&zero_f32 as *const f32).cast(),
+        )
+    };
+    let op = |column_major: bool| {
+        if column_major {
+            blas::cublasOperation_t::CUBLAS_OP_T
+        } else {
+            blas::cublasOperation_t::CUBLAS_OP_N
+        }
+    };
+    // Row-major C = A B is column-major C^T = B^T A^T: cuBLAS's first operand is our
+    // right-hand side, its `m` our `n`. A row-major operand read column-major is its
+    // transpose already (op N); a column-major one needs op T.
+    let int = |v: usize| v as i32;
+    // SAFETY: the pointers are live device buffers of the sizes the plan was made from (the
+    // resources above hold them); `device`'s handles belong to this thread's context.
+    unsafe {
+        driver(
+            cu::cuCtxRecordEvent(device.context, device.operands_ready),
+            "cuCtxRecordEvent",
+        )?;
+        driver(
+            cu::cuStreamWaitEvent(device.stream, device.operands_ready, 0),
+            "cuStreamWaitEvent",
+        )?;
+        cublas(
+            blas::cublasGemmStridedBatchedEx(
+                device.handle,
+                op(g.rhs.column_major),
+                op(g.lhs.column_major),
+                int(g.n),
+                int(g.m),
+                int(g.k),
+                alpha,
+                rhs as *const core::ffi::c_void,
+                data,
+                int(g.rhs.ld),
+                g.rhs.batch_stride as i64,
+                lhs as *const core::ffi::c_void,
+                data,
+                int(g.lhs.ld),
+                g.lhs.batch_stride as i64,
+                beta,
+                out as *mut core::ffi::c_void,
+                data,
+                int(g.n),
+                (g.m * g.n) as i64,
+                int(g.batch),
+                compute,
+                blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            ),
+            "cublasGemmStridedBatchedEx",
+        )?;
+        driver(
+            cu::cuEventRecord(device.product_done, device.stream),
+            "cuEventRecord",
+        )?;
+        driver(
+            cu::cuCtxWaitEvent(device.context, device.product_done),
+            "cuCtxWaitEvent",
+        )?;
+    }
+    Ok(())
 }
 
 /// cuBLAS's data and compute types for `dtype`.
