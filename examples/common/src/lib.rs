@@ -2,13 +2,15 @@
 //! the Burn backend they choose ([`cli`], [`backend`]), burn-train's multi-device strategy
 //! ([`multi_device`]), a line renderer for burn-train's `Learner` that keeps what it shows
 //! ([`training_log`]), and step outputs read back on the training thread ([`read_ahead`]), by
-//! default when the loop asks for its next batch ([`deferred_read`]).
+//! default when the loop asks for its next batch ([`deferred_read`]), and the CPU time of each
+//! stage of a host-bound step ([`thread_cpu`]).
 
 pub mod backend;
 pub mod cli;
 pub mod deferred_read;
 pub mod multi_device;
 pub mod read_ahead;
+pub mod thread_cpu;
 pub mod training_log;
 
 /// A directory for an example's artifacts (metric logs, the saved model) when none is given:

@@ -22,7 +22,10 @@
 //! - `training`: `SupervisedTraining::launch`, the whole of the transformer example's training,
 //!   with the example's own figure (`transformer::training::train`).
 //!
-//! Each piece prints its median time per step, after `--warmup` steps, and its ratio to `bare`.
+//! Each piece prints its median time per step, after `--warmup` steps, and its ratio to `bare`,
+//! then the CPU time per timed step of each kind of thread (`example_common::thread_cpu`: the
+//! training thread, burn-fusion's and CubeCL's device-service threads, the driver's, the rest),
+//! which says which stage of a host-bound step sets its pace.
 
 use std::error::Error;
 use std::path::PathBuf;
@@ -40,6 +43,7 @@ use clap::Parser;
 use example_common::backend::{BackendJob, backend_type_name, run_on};
 use example_common::cli::{DeviceArgs, positive};
 use example_common::deferred_read::ReadsAtNextBatch;
+use example_common::thread_cpu::{CpuByRole, ThreadCpu};
 use transformer::data::{CharLmBatch, CharLmBatcher, CharLmItem, CharWindows};
 use transformer::model::{CharLm, CharLmConfig};
 use transformer::text::{read_text, shipped_shakespeare};
@@ -80,6 +84,9 @@ struct Cli {
     /// Untimed steps before them (compilation, tuning)
     #[arg(long, default_value_t = 10)]
     warmup: usize,
+    /// Also print the median of every N timed steps, in order: whether a long run drifts
+    #[arg(long, value_name = "N", value_parser = positive)]
+    blocks: Option<usize>,
     /// Windows per step
     #[arg(long, default_value_t = 32, value_parser = positive)]
     batch_size: usize,
@@ -161,6 +168,7 @@ after {} of warm-up per piece",
         pieces: cli.pieces,
         steps: cli.steps,
         warmup: cli.warmup,
+        blocks: cli.blocks,
         prepared,
         windows,
         config,
@@ -172,6 +180,7 @@ struct Job {
     pieces: Vec<Piece>,
     steps: usize,
     warmup: usize,
+    blocks: Option<usize>,
     prepared: PreparedText,
     windows: CharWindows,
     config: CharLmTraining,
@@ -188,6 +197,7 @@ impl BackendJob for Job {
         let device = devices[0].clone();
         let mut bare = None;
         println!("piece     median ms/step  vs bare");
+        let mut cpu = None;
         for &piece in &self.pieces {
             B::seed(&device, self.config.seed);
             let ms = match piece {
@@ -200,7 +210,18 @@ impl BackendJob for Job {
                         .ok_or("the training logged no step time")?
                         * 1e3
                 }
-                _ => median_ms(&self.time_steps::<B>(piece, &device), self.warmup),
+                _ => {
+                    let (times, threads) = self.time_steps::<B>(piece, &device);
+                    cpu = Some(threads);
+                    if let Some(block) = self.blocks {
+                        let medians: Vec<String> = times[self.warmup.min(times.len())..]
+                            .chunks(block)
+                            .map(|chunk| format!("{:.2}", median_ms(chunk, 0)))
+                            .collect();
+                        println!("  medians of {block} steps: {}", medians.join(" "));
+                    }
+                    median_ms(&times, self.warmup)
+                }
             };
             let base = *bare.get_or_insert(ms);
             println!(
@@ -208,6 +229,12 @@ impl BackendJob for Job {
                 format!("{piece:?}").to_lowercase(),
                 ms / base
             );
+            if let Some(threads) = cpu.take() {
+                match threads {
+                    Ok(threads) => print!("{}", threads.table(self.steps)),
+                    Err(err) => println!("  (thread CPU times not read: {err})"),
+                }
+            }
         }
         std::fs::remove_dir_all(&self.config.artifact_dir).ok();
         Ok(())
@@ -244,8 +271,13 @@ impl Job {
             .build(dataset)
     }
 
-    /// The wall-clock time of every step of `piece` (warm-up included), step start to step start.
-    fn time_steps<B: AutodiffBackend>(&self, piece: Piece, device: &B::Device) -> Vec<Duration> {
+    /// The wall-clock time of every step of `piece` (warm-up included), step start to step
+    /// start, and the CPU time of each kind of thread over the steps after the warm-up.
+    fn time_steps<B: AutodiffBackend>(
+        &self,
+        piece: Piece,
+        device: &B::Device,
+    ) -> (Vec<Duration>, std::io::Result<CpuByRole>) {
         let total = self.warmup + self.steps;
         let fixed: CharLmBatch<B> = {
             let items: Vec<CharLmItem> = (0..self.config.batch_size)
@@ -255,10 +287,16 @@ impl Job {
         };
         let mut times = Vec::with_capacity(total);
         let mut start = Instant::now();
+        // Thread CPU times once the warm-up steps are done (all of them if there are none).
+        let mut timed_from = (self.warmup == 0).then(|| (ThreadCpu::snapshot(), Instant::now()));
+        let warmup = self.warmup;
         let mut lap = |times: &mut Vec<Duration>| {
             let now = Instant::now();
             times.push(now - start);
             start = now;
+            if times.len() == warmup {
+                timed_from = Some((ThreadCpu::snapshot(), Instant::now()));
+            }
         };
         match piece {
             Piece::Bare | Piece::Clone | Piece::Read | Piece::Loader => {
@@ -327,7 +365,14 @@ impl Job {
             }
             Piece::Training => unreachable!("timed by its own log"),
         }
-        times
+        let threads = match timed_from {
+            Some((Ok(before), from)) => {
+                ThreadCpu::snapshot().map(|after| after.since(&before, from.elapsed()))
+            }
+            Some((Err(err), _)) => Err(err),
+            None => Err(std::io::Error::other("no step ran after the warm-up")),
+        };
+        (times, threads)
     }
 }
 
