@@ -143,6 +143,7 @@ delegate_autodiff_backend!(
 
 /// The methods of the signature list the decorator implements itself (`#[own]` in the list).
 trait AutodiffOwnOps: Backend {
+    fn sync(device: &Device<Self>) -> Result<(), ExecutionError>;
     fn layer_norm(
         tensor: FloatTensor<Self>,
         gamma: FloatTensor<Self>,
@@ -314,6 +315,11 @@ where
 }
 
 impl<B: LayerNormBackend, C: CheckpointStrategy> AutodiffOwnOps for Autodiff<B, C> {
+    // Burn's autodiff syncs its inner backend: `Ruda`'s own sync.
+    fn sync(device: &Device<Self>) -> Result<(), ExecutionError> {
+        AdInner::<B, C>::sync(device)
+    }
+
     fn layer_norm(
         tensor: FloatTensor<Self>,
         gamma: FloatTensor<Self>,

@@ -11,8 +11,9 @@
 //!
 //! Notation inside the list:
 //! - `#[own] fn ...` — the wrapper implements this method itself, through the "own" trait
-//!   named by the caller (`ModuleOps::layer_norm`, `ModuleOps::embedding_backward`, the four
-//!   `*_to_device`, `float_matmul` and the four `linear*` methods);
+//!   named by the caller (`Backend::sync`, `ModuleOps::layer_norm`,
+//!   `ModuleOps::embedding_backward`, the four `*_to_device`, `float_matmul` and the four
+//!   `linear*` methods);
 //! - `#[rebind] arg: T<Self>` / `-> T<Self> => rebind` — a struct generic over the backend
 //!   (`TensorPrimitive<B>`, `MaxPool2dWithIndices<B>`, ...) whose fields are primitives: it is
 //!   rebuilt field by field for the other backend (see [`crate::rebind`]);
@@ -52,7 +53,7 @@ macro_rules! with_backend_signatures {
             fn memory_cleanup(device: &Self::Device);
             fn name(device: &Self::Device) -> String;
             fn seed(device: &Self::Device, seed: u64);
-            fn sync(device: &Self::Device) -> Result<(), ExecutionError>;
+            #[own] fn sync(device: &Self::Device) -> Result<(), ExecutionError>;
             fn staging[<'a, Iter>](data: Iter, device: &Self::Device) where [Iter: Iterator<Item = &'a mut TensorData>];
             fn supports_dtype(device: &Self::Device, dtype: DType) -> bool;
             fn dtype_usage(device: &Self::Device, dtype: DType) -> DTypeUsageSet;

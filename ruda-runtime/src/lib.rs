@@ -5,7 +5,8 @@
 //! the trait, the buffer type its hooks exchange ([`TensorBuffer`]), the two ruda runtimes
 //! ([`RudaCuda`] and [`RudaWgpu`]), the LayerNorm kernels, the embedding-backward kernel
 //! ([`embedding`], runtime-independent), native matrix products (cuBLAS on [`RudaCuda`],
-//! [`matmul`]), device discovery ([`device`]), and
+//! [`matmul`]), device discovery ([`device`]), a sync that waits on CubeCL's device thread
+//! ([`sync()`]), and
 //! persistent autotuning and compiled kernels, keyed by the driver fingerprint ([`autotune`],
 //! [`compilation_cache`]).
 //!
@@ -27,12 +28,14 @@ mod layout;
 pub mod matmul;
 pub mod process;
 pub mod runtime;
+mod sync;
 pub mod tensor_buffer;
 
 pub use autotune::layer_norm::{layer_norm_backward, layer_norm_forward};
 pub use embedding::embedding_backward;
 pub use fingerprint::{DriverFingerprint, fingerprint_hash};
 pub use hooks::Runtime;
+pub use sync::sync;
 pub use tensor_buffer::TensorBuffer;
 
 #[cfg(feature = "cuda")]

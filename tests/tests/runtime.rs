@@ -103,6 +103,46 @@ fn kernel_through_ruda_wgpu_matches_cubecl_wgpu() {
     assert_eq!(ours, expected);
 }
 
+/// `ruda_runtime::sync` from several threads at once, each with its own launches on its own
+/// stream (CubeCL's stream per thread), and from a thread that launched nothing: every call
+/// returns `Ok` (no thread waits forever on an answer the device thread never sends), and each
+/// thread's output holds what its kernel wrote.
+#[test]
+fn sync_waits_on_the_device_thread_for_every_calling_thread() {
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let client = RudaWgpu::client(&cpu());
+                let data: Vec<f32> = (0..4096).map(|i| (i + t) as f32).collect();
+                let input = client.create_from_slice(f32::as_bytes(&data));
+                let output = client.empty(std::mem::size_of_val(data.as_slice()));
+                // SAFETY: the kernel guards every access with the array length.
+                unsafe {
+                    scale_shift::launch_unchecked(
+                        &client,
+                        CubeCount::Static(64, 1, 1),
+                        CubeDim::new_1d(64),
+                        ArrayArg::from_raw_parts(input, data.len()),
+                        ArrayArg::from_raw_parts(output.clone(), data.len()),
+                    )
+                }
+                ruda_runtime::sync::<RudaWgpu>(&cpu()).expect("sync after launches");
+                let got = f32::from_bytes(&client.read_one_unchecked(output)).to_vec();
+                let expected: Vec<f32> = data
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| v * 3.0 - i as f32)
+                    .collect();
+                assert_eq!(got, expected, "thread {t}");
+            })
+        })
+        .collect();
+    ruda_runtime::sync::<RudaWgpu>(&cpu()).expect("sync from a thread that launched nothing");
+    for thread in threads {
+        thread.join().expect("a syncing thread panicked");
+    }
+}
+
 #[test]
 fn ruda_wgpu_reports_native_layer_norm() {
     assert!(RudaWgpu::has_native_layer_norm());

@@ -130,6 +130,7 @@ with_backend_signatures!(delegate_backend! {
 
 /// The methods of the signature list that `Ruda` implements itself (`#[own]` in the list).
 trait RudaOwnOps: Backend {
+    fn sync(device: &Device<Self>) -> Result<(), ExecutionError>;
     fn layer_norm(
         tensor: FloatTensor<Self>,
         gamma: FloatTensor<Self>,
@@ -175,6 +176,25 @@ where
     I: IntElement,
     BT: BoolElement,
 {
+    // burn-cubecl's sync waits on the calling thread while CubeCL's device thread may fall
+    // asleep (150 us steps) before the next launches; ruda's waits on the device thread
+    // (`ruda_runtime::sync`). Under fusion, the queued operations are launched first, as
+    // burn-fusion's own sync does.
+    fn sync(device: &Device<Self>) -> Result<(), ExecutionError> {
+        let wait = |device: &Device<Self>| {
+            ruda_runtime::sync::<R>(device).map_err(|err| ExecutionError::WithContext {
+                reason: format!("{err}"),
+            })
+        };
+        #[cfg(feature = "fusion")]
+        {
+            let target = device.clone();
+            burn_fusion::get_client::<CubeBackend<R, F, I, BT>>(device).sync(move || wait(&target))
+        }
+        #[cfg(not(feature = "fusion"))]
+        wait(device)
+    }
+
     fn layer_norm(
         tensor: FloatTensor<Self>,
         gamma: FloatTensor<Self>,
