@@ -48,6 +48,9 @@ if step torch; then
 echo "== PyTorch ($(date +%T))"
 timeout 150 python3 .device/torch_layernorm.py float32 bfloat16 float16 $shapes >"$out/torch.tsv" 2>&1
 echo "   exit $?"
+# Back to back (20 calls, one synchronize), beside gpu_suite's @back-to-back rows.
+timeout 150 python3 benches/scripts/torch_layernorm_b2b.py float32 bfloat16 float16 $shapes >>"$out/torch.tsv" 2>&1
+echo "   exit $?"
 # PyTorch's fixed cost of a synchronized call, beside gpu_suite's "a call that launches nothing":
 # a synchronize alone, and a one-element add then a synchronize (10 warm-up, median of 50).
 timeout 60 python3 - >>"$out/torch.tsv" 2>&1 <<'PY'

@@ -131,11 +131,20 @@ impl Inputs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Clock {
     /// On the caller's thread, around the call and a device sync ([`median_us`]), as
-    /// `torch_layernorm.py` times PyTorch.
+    /// `torch_layernorm.py` times PyTorch; the sync is ruda's ([`ruda_runtime::sync`], the one
+    /// `Ruda`'s `Backend::sync` runs).
     Caller,
+    /// [`Clock::Caller`] with CubeCL's `ComputeClient::sync` (burn-cubecl's `Backend::sync`),
+    /// whose wait leaves CubeCL's device thread idle long enough to fall asleep.
+    CubeclSync,
     /// On CubeCL's device thread, between a device sync before the call and one after it
     /// ([`median_on_device_thread_us`]): the same, less the wake-up of that thread.
     DeviceThread,
+    /// On the caller's thread, around [`BACK_TO_BACK_CALLS`] calls and one device sync, divided
+    /// by the number of calls: what a loop that keeps the device busy sees. The launch work of
+    /// one call overlaps the kernels of the one before, so a call costs the larger of its host
+    /// work and its device time, not their sum plus a round trip.
+    BackToBack,
 }
 
 impl Clock {
@@ -143,7 +152,9 @@ impl Clock {
     pub fn suffix(self) -> &'static str {
         match self {
             Clock::Caller => "",
+            Clock::CubeclSync => "@cubecl-sync",
             Clock::DeviceThread => "@device-thread",
+            Clock::BackToBack => "@back-to-back",
         }
     }
 }
@@ -170,10 +181,25 @@ pub fn native_clocked<R: Runtime>(
 ) -> Timing {
     let client = R::client(device);
     let Inputs { x, gamma, beta, dy } = Inputs::new(&client, case);
-    let sync = || cubecl::future::block_on(client.sync()).expect("device sync failed");
+    let sync = || ruda_runtime::sync::<R>(device).expect("device sync failed");
+    let cubecl_sync = || cubecl::future::block_on(client.sync()).expect("device sync failed");
     let time = |call: &mut (dyn FnMut() + Send)| match clock {
         Clock::Caller => median_us(plan, call, &sync),
+        Clock::CubeclSync => median_us(plan, call, &cubecl_sync),
         Clock::DeviceThread => median_on_device_thread_us(&client, plan, call),
+        Clock::BackToBack => {
+            let calls = BACK_TO_BACK_CALLS;
+            let all = median_us(
+                plan,
+                || {
+                    for _ in 0..calls {
+                        call()
+                    }
+                },
+                &sync,
+            );
+            all / calls as f64
+        }
     };
 
     let forward = || match strategy {

@@ -457,16 +457,34 @@ fn suite<R: Runtime>(name: &str, device: &R::Device, options: &Options) -> usize
 
     println!("\n## {name}: LayerNorm benchmarks (native kernels, default rule)\n");
     println!(
-        "# every shape of the benchmark suite; each case on the caller's clock, then on CubeCL's \
-         device thread ({name}{})",
-        Clock::DeviceThread.suffix()
+        "# every shape of the benchmark suite; each case on the caller's clock with ruda's sync \
+         ({name}) and with CubeCL's ({name}{}), on CubeCL's device thread ({name}{}), and back \
+         to back ({name}{}: {} calls, one sync, per call)",
+        Clock::CubeclSync.suffix(),
+        Clock::DeviceThread.suffix(),
+        Clock::BackToBack.suffix(),
+        bench::BACK_TO_BACK_CALLS
     );
-    let sync = || cubecl::future::block_on(client.sync()).expect("device sync failed");
+    let cubecl_sync = || cubecl::future::block_on(client.sync()).expect("device sync failed");
+    let ruda_sync = || ruda_runtime::sync::<R>(device).expect("device sync failed");
     println!(
-        "# a call that launches nothing: {:.1} us on the caller's clock, {:.1} us on the device \
-         thread",
-        ruda_benches::timing::median_us(plan(options), || {}, sync),
+        "# a call that launches nothing: {:.1} us on the caller's clock with ruda's sync, {:.1} \
+         us with CubeCL's, {:.1} us on the device thread",
+        ruda_benches::timing::median_us(plan(options), || {}, ruda_sync),
+        ruda_benches::timing::median_us(plan(options), || {}, cubecl_sync),
         ruda_benches::timing::median_on_device_thread_us(&client, plan(options), || {})
+    );
+    // A shape whose kernels take a few microseconds: back to back, a call costs its host work.
+    let tiny = Case {
+        rows: 64,
+        d: 768,
+        dtype: DType::F32,
+    };
+    let host = bench::native_clocked::<R>(device, tiny, None, plan(options), Clock::BackToBack);
+    println!(
+        "# host work of a call (64x768 f32, back to back): forward {:.1} us, forward+backward \
+         {:.1} us",
+        host.fwd_us, host.fwdbwd_us
     );
     println!("impl\tdtype\tshape\tfwd_us\tfwd_GBps\tfwdbwd_us\tfwdbwd_GBps");
     let table_shapes = if options.quick {
@@ -484,7 +502,12 @@ fn suite<R: Runtime>(name: &str, device: &R::Device, options: &Options) -> usize
         }
         for &(rows, d) in &table_shapes {
             let case = Case { rows, d, dtype };
-            for clock in [Clock::Caller, Clock::DeviceThread] {
+            for clock in [
+                Clock::Caller,
+                Clock::CubeclSync,
+                Clock::DeviceThread,
+                Clock::BackToBack,
+            ] {
                 let timing = bench::native_clocked::<R>(device, case, None, plan(options), clock);
                 println!(
                     "{}",
