@@ -42,6 +42,23 @@ struct Answer {
     result: Mutex<Option<Result<(), ServerError>>>,
 }
 
+/// The device thread's end of an [`Answer`]. Dropping it raises the flag, with or without a
+/// result: if the task panics, or is dropped without running (the device thread is gone), the
+/// caller gets an error instead of waiting forever.
+struct Reply(Arc<Answer>);
+
+impl Reply {
+    fn send(self, result: Result<(), ServerError>) {
+        *self.0.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+    }
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        self.0.done.store(true, Ordering::Release);
+    }
+}
+
 /// Blocks until every operation the calling thread queued on `device` has completed, like
 /// `ComputeClient::sync`, with the wait on CubeCL's device thread (module documentation).
 ///
@@ -53,20 +70,23 @@ pub fn sync<R: cubecl::Runtime>(device: &R::Device) -> Result<(), ServerError> {
     let handle = DeviceHandle::<R::Server>::new(device.to_id());
     let stream = StreamId::current();
     let answer = Arc::new(Answer::default());
-    let reply = answer.clone();
-    handle.submit(move |server| {
-        let result = cubecl::future::block_on(server.sync(stream));
-        *reply.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
-        reply.done.store(true, Ordering::Release);
-    });
+    let reply = Reply(answer.clone());
+    handle.submit(move |server| reply.send(cubecl::future::block_on(server.sync(stream))));
     handle.flush_queue();
     wait_for(&answer.done);
-    answer
+    let result = answer
         .result
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .take()
-        .expect("the device thread sets the result before the flag")
+        .take();
+    result.unwrap_or_else(|| {
+        Err(ServerError::Generic {
+            reason: "ruda sync: CubeCL's device thread dropped the wait without an answer (it \
+                     panicked or has shut down)"
+                .into(),
+            backtrace: cubecl::backtrace::BackTrace::capture(),
+        })
+    })
 }
 
 /// Returns once `flag` is set: spins, then yields, then sleeps between checks.
@@ -94,6 +114,19 @@ fn wait_for(flag: &AtomicBool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reply_dropped_without_a_result_still_raises_the_flag() {
+        let answer = Arc::new(Answer::default());
+        drop(Reply(answer.clone()));
+        wait_for(&answer.done);
+        assert!(answer.result.lock().unwrap().is_none());
+
+        let answer = Arc::new(Answer::default());
+        Reply(answer.clone()).send(Ok(()));
+        wait_for(&answer.done);
+        assert!(matches!(*answer.result.lock().unwrap(), Some(Ok(()))));
+    }
 
     #[test]
     fn wait_returns_at_once_when_the_flag_is_set() {
