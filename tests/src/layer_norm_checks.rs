@@ -13,7 +13,7 @@ use cubecl::zspace::{Shape, Strides};
 use ruda_runtime::TensorBuffer;
 use ruda_runtime::autotune::Candidate;
 use ruda_runtime::layer_norm::{
-    Reduction, Strategy, Variant, layer_norm_backward_with, layer_norm_forward_with,
+    ColumnSums, Reduction, Strategy, Variant, layer_norm_backward_with, layer_norm_forward_with,
 };
 use ruda_runtime::prelude::DType;
 use ruda_runtime::{layer_norm_backward, layer_norm_forward};
@@ -340,11 +340,46 @@ pub fn forced_shared_memory_reduction<Rt: Runtime>(client: &ComputeClient<Rt>) {
     // exercises the fallback path.
     for variant in VARIANTS {
         Case::new("shared", &[6, 96])
-            .variant(Strategy {
-                variant,
-                reduction: Reduction::SharedMemory,
-            })
+            .variant(Strategy::new(variant, Reduction::SharedMemory))
             .run(client);
+    }
+}
+
+/// The reductions `client`'s device can run: shared memory, and planes where it has them.
+fn reductions<Rt: Runtime>(client: &ComputeClient<Rt>) -> Vec<Reduction> {
+    let mut reductions = vec![Reduction::SharedMemory];
+    if client
+        .properties()
+        .features
+        .plane
+        .contains(cubecl::features::Plane::Ops)
+    {
+        reductions.push(Reduction::Plane);
+    }
+    reductions
+}
+
+/// The backward's column sums of the register variants forced into registers and into shared
+/// memory, with both reductions where the device has planes: one vector a unit and several
+/// (with lanes past the row end), one row tile and many (cubes that loop, several groups a
+/// cube). Shapes small enough for the 16 KiB of shared memory every Vulkan device has.
+pub fn column_sums_both_ways<Rt: Runtime>(client: &ComputeClient<Rt>) {
+    for reduction in reductions(client) {
+        for variant in [Variant::PlanePerRow, Variant::CubePerRow] {
+            for sums in [ColumnSums::Registers, ColumnSums::SharedMemory] {
+                let s = Strategy::new(variant, reduction).with_column_sums(sums);
+                Case::new("column sums d=96", &[6, 96])
+                    .variant(s)
+                    .run(client);
+                Case::new("column sums d=200", &[3, 200])
+                    .variant(s)
+                    .run(client);
+                Case::new("column sums many rows", &[4200, 8])
+                    .variant(s)
+                    .no_beta()
+                    .run(client);
+            }
+        }
     }
 }
 
@@ -627,17 +662,8 @@ fn loss(x: &[f64], gamma: &[f64], beta: &[f64], w: &[f64], d: usize) -> f64 {
 /// Larger shapes and both reductions where the device has plane operations: the GPU suite's
 /// extra cases (too slow for lavapipe).
 pub fn gpu_shapes<Rt: Runtime>(client: &ComputeClient<Rt>) {
-    let mut reductions = vec![Reduction::SharedMemory];
-    if client
-        .properties()
-        .features
-        .plane
-        .contains(cubecl::features::Plane::Ops)
-    {
-        reductions.push(Reduction::Plane);
-    }
-    for reduction in reductions {
-        let s = |variant| Strategy { variant, reduction };
+    for reduction in reductions(client) {
+        let s = |variant| Strategy::new(variant, reduction);
         for variant in VARIANTS {
             Case::new("d=768", &[37, 768])
                 .variant(s(variant))
@@ -656,6 +682,23 @@ pub fn gpu_shapes<Rt: Runtime>(client: &ComputeClient<Rt>) {
             .kinds(&[RowKind::Normal])
             .variant(s(Variant::CubePerRow))
             .run(client);
+        // 32 elements a unit: the column sums in shared memory under the automatic rule where
+        // they fit, and forced both ways (d = 1024 over a plane, 8192 over a cube). They take
+        // up to 96 KiB: forced into shared memory only on a device with that much (CUDA on an
+        // A100, H100 or H200; not NVIDIA's Vulkan driver, with 48 KiB).
+        let mut column_sums = vec![ColumnSums::Auto, ColumnSums::Registers];
+        if client.properties().hardware.max_shared_memory_size >= 99 * 1024 {
+            column_sums.push(ColumnSums::SharedMemory);
+        }
+        for sums in column_sums {
+            Case::new("d=8192 f32", &[40, 8192])
+                .kinds(&[RowKind::Normal])
+                .variant(s(Variant::CubePerRow).with_column_sums(sums))
+                .run(client);
+            Case::new("d=1024 f32", &[300, 1024])
+                .variant(s(Variant::PlanePerRow).with_column_sums(sums))
+                .run(client);
+        }
         Case::new("d=65536", &[8, 65536])
             .variant(s(Variant::CubePerRowLooped))
             .run(client);
@@ -676,6 +719,10 @@ pub fn run_all<Rt: Runtime>(client: &ComputeClient<Rt>, include_gpu_shapes: bool
             forced_shared_memory_reduction::<Rt>,
         ),
         ("automatic choice, shapes", automatic_choice_shapes::<Rt>),
+        (
+            "column sums in registers and shared memory",
+            column_sums_both_ways::<Rt>,
+        ),
         ("half precision", half_precision::<Rt>),
         ("zero rows", zero_rows::<Rt>),
         ("NaN stays in its row", nan_stays_in_its_row::<Rt>),

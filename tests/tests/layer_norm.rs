@@ -10,7 +10,8 @@ use cubecl::wgpu::WgpuDevice;
 use ruda_runtime::RudaWgpu;
 use ruda_runtime::TensorBuffer;
 use ruda_runtime::layer_norm::{
-    Reduction, Strategy, Variant, choose_variant, layer_norm_forward_with,
+    ColumnSums, Reduction, Strategy, Variant, choose_variant, layer_norm_backward_with,
+    layer_norm_forward_with,
 };
 use ruda_runtime::prelude::DType;
 use ruda_runtime::{layer_norm_backward, layer_norm_forward};
@@ -33,6 +34,11 @@ fn every_variant_f32() {
 #[test]
 fn forced_shared_memory_reduction() {
     checks::forced_shared_memory_reduction(&client());
+}
+
+#[test]
+fn column_sums_in_registers_and_shared_memory() {
+    checks::column_sums_both_ways(&client());
 }
 
 #[test]
@@ -232,6 +238,40 @@ fn register_variant_too_long_for_registers_panics() {
 }
 
 #[test]
+fn forcing_shared_column_sums_beyond_shared_memory_panics() {
+    // A cube per row of 8192 f32 elements holds 96 KiB of gamma and sums, whatever the vector.
+    let client = client();
+    let max = client.properties().hardware.max_shared_memory_size;
+    if max >= 3 * 8192 * 4 + 4096 {
+        println!("note: this device has {max} bytes of shared memory a cube; nothing to check");
+        return;
+    }
+    let result = std::panic::catch_unwind(|| {
+        let client = self::client();
+        let strategy = Strategy::new(Variant::CubePerRow, Reduction::Auto)
+            .with_column_sums(ColumnSums::SharedMemory);
+        layer_norm_backward_with(
+            &client,
+            f32s(&client, &[1, 8192]),
+            f32s(&client, &[8192]),
+            f32s(&client, &[1, 8192]),
+            f32s(&client, &[1]),
+            f32s(&client, &[1]),
+            strategy,
+        );
+    });
+    let message = *result
+        .expect_err("forcing shared column sums beyond the device's shared memory must panic")
+        .downcast::<String>()
+        .unwrap();
+    assert!(
+        message.contains("ColumnSums::SharedMemory was forced")
+            && message.contains(&format!("more than this device's {max}")),
+        "{message}"
+    );
+}
+
+#[test]
 fn forcing_plane_reduction_without_plane_ops_panics() {
     let client = client();
     if client
@@ -244,10 +284,7 @@ fn forcing_plane_reduction_without_plane_ops_panics() {
         return;
     }
     let result = std::panic::catch_unwind(|| {
-        let strategy = Strategy {
-            variant: Variant::PlanePerRow,
-            reduction: Reduction::Plane,
-        };
+        let strategy = Strategy::new(Variant::PlanePerRow, Reduction::Plane);
         let client = self::client();
         layer_norm_forward_with(
             &client,

@@ -31,7 +31,7 @@ use burn::backend::Autodiff;
 use ruda_benches::layer_norm::{self as bench, Case, Clock, SHAPES};
 use ruda_benches::timing::TimingPlan;
 use ruda_runtime::Runtime;
-use ruda_runtime::layer_norm::{Reduction, Strategy, Variant};
+use ruda_runtime::layer_norm::{ColumnSums, Reduction, Strategy, Variant};
 use ruda_runtime::prelude::DType;
 
 /// Every GPU check and benchmark of burn-ruda (see the file's docs).
@@ -539,16 +539,32 @@ fn suite<R: Runtime>(name: &str, device: &R::Device, options: &Options) -> usize
             if has_plane {
                 reductions.push(Reduction::Plane);
             }
+            // The register variants' backward column sums both ways, side by side.
+            let column_sums = match variant {
+                Variant::PlanePerRow | Variant::CubePerRow => {
+                    vec![ColumnSums::Registers, ColumnSums::SharedMemory]
+                }
+                _ => vec![ColumnSums::Auto],
+            };
             for reduction in reductions {
                 if !variant_fits(variant, d) {
                     continue;
                 }
-                let strategy = Strategy { variant, reduction };
-                let timing = bench::native::<R>(device, case, Some(strategy), plan(options));
-                println!(
-                    "{}",
-                    timing.row(&format!("{name}/{variant:?}/{reduction:?}"), &case)
-                );
+                for &sums in &column_sums {
+                    let strategy = Strategy::new(variant, reduction).with_column_sums(sums);
+                    let label = match sums {
+                        ColumnSums::Auto => format!("{name}/{variant:?}/{reduction:?}"),
+                        _ => format!("{name}/{variant:?}/{reduction:?}/sums-{sums:?}"),
+                    };
+                    // Shared column sums panic, before launching, where they do not fit.
+                    let timing = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        bench::native::<R>(device, case, Some(strategy), plan(options))
+                    }));
+                    match timing {
+                        Ok(timing) => println!("{}", timing.row(&label, &case)),
+                        Err(_) => println!("# {label} {rows}x{d}: does not fit, skipped"),
+                    }
+                }
             }
         }
     }

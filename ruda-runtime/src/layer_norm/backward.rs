@@ -73,6 +73,7 @@ pub(crate) fn backward<R: cubecl::Runtime>(
     )
     .with_full_cubes(client);
     choice.check_backward(&plan)?;
+    let shared_sums = plan.shared_column_sums(client, strategy.column_sums);
 
     let input = into_contiguous(client, input);
     let weight = into_contiguous(client, weight);
@@ -120,6 +121,7 @@ pub(crate) fn backward<R: cubecl::Runtime>(
                     plan.rows_per_cube,
                     plan.vectors_per_unit,
                     plan.plane_size,
+                    shared_sums,
                     dtype,
                 )
             }

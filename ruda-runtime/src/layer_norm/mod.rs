@@ -70,6 +70,8 @@ pub const UNIT_PER_ROW_MAX_VECTORS_WITH_PLANES: usize = 8;
 /// `benches/results/2026-12-02-h200-layer-norm-reduction.md`) the plane-per-row backward took
 /// 104 registers a unit at 16 elements (d = 512), 195 at 32 (d = 1024) and 255 with spills at
 /// 64 (d = 2048). Beyond it the tuner does not try the candidate; a forced strategy still runs.
+/// (From [`SHARED_COLUMN_SUMS_MIN_ELEMENTS`] on the two partial sums move to shared memory where
+/// they fit, which leaves `x` and `dy`; the bound has not been measured again beyond 32.)
 pub const BACKWARD_MAX_ELEMENTS_PER_UNIT: usize = 32;
 
 /// How a call picks its launch shape (crate-internal).
@@ -202,6 +204,31 @@ pub enum Reduction {
     SharedMemory,
 }
 
+/// Where the backward pass of the register variants ([`Variant::PlanePerRow`],
+/// [`Variant::CubePerRow`]) keeps what a unit holds across the rows it visits: its columns'
+/// partial `dgamma`/`dbeta` and `gamma`. The other variants, and the forward pass, ignore it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum ColumnSums {
+    /// Shared memory when a unit holds [`SHARED_COLUMN_SUMS_MIN_ELEMENTS`] elements of the row
+    /// or more and the cube's slots fit in the device's shared memory; registers otherwise.
+    #[default]
+    Auto,
+    /// Registers.
+    Registers,
+    /// Shared memory; panics before launching when the cube's slots do not fit in the device's
+    /// shared memory.
+    SharedMemory,
+}
+
+/// Elements of the row per unit from which [`ColumnSums::Auto`] keeps the backward's column
+/// sums in shared memory. At 32 (f32 d = 8192 over 256 units, d = 1024 over a plane) the
+/// register variants' backward took ~190 registers a unit on an H200 (Nsight Compute,
+/// `benches/results/2026-12-01-h200-layer-norm-profile-calls-p-r.md`): one cube per SM, so the
+/// rows of a cube ran one after the other with nothing to cover their latency (a bf16 4096x8192
+/// backward, half the bytes, took about as long as f32). The sums and `gamma` are half of those
+/// registers.
+pub const SHARED_COLUMN_SUMS_MIN_ELEMENTS: usize = 32;
+
 /// A fully specified way to run the kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Strategy {
@@ -209,14 +236,32 @@ pub struct Strategy {
     pub variant: Variant,
     /// The reduction path.
     pub reduction: Reduction,
+    /// Where the backward's column sums are kept (register variants only).
+    pub column_sums: ColumnSums,
+}
+
+impl Strategy {
+    /// `variant` with `reduction`, column sums chosen automatically.
+    pub fn new(variant: Variant, reduction: Reduction) -> Self {
+        Strategy {
+            variant,
+            reduction,
+            column_sums: ColumnSums::Auto,
+        }
+    }
+
+    /// The same strategy with the backward's column sums in `column_sums`.
+    pub fn with_column_sums(self, column_sums: ColumnSums) -> Self {
+        Strategy {
+            column_sums,
+            ..self
+        }
+    }
 }
 
 impl From<Variant> for Strategy {
     fn from(variant: Variant) -> Self {
-        Strategy {
-            variant,
-            reduction: Reduction::Auto,
-        }
+        Strategy::new(variant, Reduction::Auto)
     }
 }
 

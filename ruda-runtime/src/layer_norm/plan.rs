@@ -4,7 +4,10 @@ use cubecl::{client::ComputeClient, features::Plane, prelude::*, server::Handle}
 
 use crate::layout::vector_size;
 
-use super::{Reduction, Strategy, Variant, validate::Problem};
+use super::{
+    ColumnSums, Reduction, SHARED_COLUMN_SUMS_MIN_ELEMENTS, Strategy, Variant,
+    kernels::reduce::shared_len, validate::Problem,
+};
 
 /// Largest number of vectors a unit may hold in the register variants. A forced register
 /// variant that would exceed it panics; the automatic choice moves on to the next variant
@@ -206,6 +209,54 @@ impl Plan {
             self.tiles = rows.div_ceil(self.rows_per_cube);
         }
         self
+    }
+
+    /// Bytes of shared memory the backward register kernel takes with its column sums and
+    /// `gamma` in shared memory: `gamma` once, two sums per group, each `group_size *
+    /// vectors_per_unit` f32 vectors, beside the row reduction's slots.
+    fn shared_column_sums_bytes(&self) -> usize {
+        let row = self.group_size * self.vectors_per_unit * self.vector;
+        let reduction = shared_len(self.rows_per_cube, self.group_size, self.plane_size, 3);
+        ((1 + 2 * self.rows_per_cube) * row + reduction) * core::mem::size_of::<f32>()
+    }
+
+    /// Whether the backward register kernel keeps its column sums in shared memory
+    /// ([`ColumnSums`]); always `false` for the variants without per-unit sums.
+    ///
+    /// # Panics
+    /// When [`ColumnSums::SharedMemory`] is forced and the slots do not fit in the device's
+    /// shared memory.
+    pub(crate) fn shared_column_sums<R: cubecl::Runtime>(
+        &self,
+        client: &ComputeClient<R>,
+        column_sums: ColumnSums,
+    ) -> bool {
+        if !matches!(self.variant, Variant::PlanePerRow | Variant::CubePerRow) {
+            return false;
+        }
+        let bytes = self.shared_column_sums_bytes();
+        let max = client.properties().hardware.max_shared_memory_size;
+        match column_sums {
+            ColumnSums::Registers => false,
+            ColumnSums::SharedMemory => {
+                assert!(
+                    bytes <= max,
+                    "LayerNorm: ColumnSums::SharedMemory was forced but {:?} with {} units a row, \
+                     {} rows a cube and {} vectors of {} a unit needs {bytes} bytes of shared \
+                     memory, more than this device's {max}",
+                    self.variant,
+                    self.group_size,
+                    self.rows_per_cube,
+                    self.vectors_per_unit,
+                    self.vector,
+                );
+                true
+            }
+            ColumnSums::Auto => {
+                self.vectors_per_unit * self.vector >= SHARED_COLUMN_SUMS_MIN_ELEMENTS
+                    && bytes <= max
+            }
+        }
     }
 
     pub(crate) fn cube_dim(&self) -> CubeDim {

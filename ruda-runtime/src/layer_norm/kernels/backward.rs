@@ -27,10 +27,17 @@ use super::reduce::{group_sum3, hsum, shared_len};
 /// Row held in registers, same layout as the forward `forward_registers` (groups of `group_size`
 /// units, `rows_per_cube` groups per cube, `vectors_per_unit` vectors per unit).
 ///
-/// A unit always owns the same columns, so it keeps its columns' `dgamma`/`dbeta` in registers
-/// over all the rows it visits; at the end the cube writes them once, to partial row
-/// `CUBE_POS`. Every partial row is written, even by a cube that visited no row (zeros), so the
-/// scratch needs no initialisation.
+/// A unit always owns the same columns, so it keeps its columns' `dgamma`/`dbeta` over all the
+/// rows it visits; at the end the cube writes them once, to partial row `CUBE_POS`. Every
+/// partial row is written, even by a cube that visited no row (zeros), so the scratch needs no
+/// initialisation.
+///
+/// Where those sums and `gamma` live is `shared_sums`: in registers (`false`), or in shared
+/// memory (`true`), each unit in its own slots, `gamma` once per cube. Registers are fastest
+/// while a unit holds a few elements of the row; at 32 (d = 8192 over 256 units) the sums and
+/// `gamma` take half of a unit's ~190 registers, one cube fits on an SM, and its rows run one
+/// after the other with nothing to cover each row's load and reduction latency. In shared memory
+/// they free those registers, so that two or three cubes share an SM.
 #[cube(launch_unchecked, address_type = "dynamic")]
 pub(crate) fn backward_registers<F: Float, N: Size>(
     x: &Array<Vector<F, N>>,
@@ -47,6 +54,7 @@ pub(crate) fn backward_registers<F: Float, N: Size>(
     #[comptime] rows_per_cube: usize,
     #[comptime] vectors_per_unit: usize,
     #[comptime] plane_size: usize,
+    #[comptime] shared_sums: bool,
     #[define(F)] _dtype: StorageType,
 ) {
     let lane = UNIT_POS_X as usize;
@@ -58,21 +66,56 @@ pub(crate) fn backward_registers<F: Float, N: Size>(
         plane_size,
         3
     )));
+    let row_vectors = comptime!(group_size * vectors_per_unit);
+    // One slot each where the sums stay in registers (unused).
+    let mut held_gamma =
+        SharedMemory::<Vector<f32, N>>::new(comptime!(if shared_sums { row_vectors } else { 1 }));
+    let mut sums_gamma = SharedMemory::<Vector<f32, N>>::new(comptime!(if shared_sums {
+        rows_per_cube * row_vectors
+    } else {
+        1
+    }));
+    let mut sums_beta = SharedMemory::<Vector<f32, N>>::new(comptime!(if shared_sums {
+        rows_per_cube * row_vectors
+    } else {
+        1
+    }));
 
     // gamma is the same for every row a unit visits: load it once (zero past the row end).
     let mut gammas = Array::<Vector<f32, N>>::new(vectors_per_unit);
     let mut acc_gamma = Array::<Vector<f32, N>>::new(vectors_per_unit);
     let mut acc_beta = Array::<Vector<f32, N>>::new(vectors_per_unit);
-    #[unroll]
-    for k in 0..vectors_per_unit {
-        let col = k * group_size + lane;
-        let mut g = Vector::<f32, N>::from_int(0);
-        if col < d_vec {
-            g = Vector::cast_from(gamma[col]);
+    if comptime!(shared_sums) {
+        // Slot `k * group_size + lane` of `held_gamma` is column vector `k * group_size + lane`;
+        // slot `(group * vectors_per_unit + k) * group_size + lane` of the sums is this unit's.
+        let mut slot = (UNIT_POS_Y * CUBE_DIM_X + UNIT_POS_X) as usize;
+        while slot < row_vectors {
+            let mut g = Vector::<f32, N>::from_int(0);
+            if slot < d_vec {
+                g = Vector::cast_from(gamma[slot]);
+            }
+            held_gamma[slot] = g;
+            slot += (CUBE_DIM_X * CUBE_DIM_Y) as usize;
         }
-        gammas[k] = g;
-        acc_gamma[k] = Vector::from_int(0);
-        acc_beta[k] = Vector::from_int(0);
+        #[unroll]
+        for k in 0..vectors_per_unit {
+            let own = (group * vectors_per_unit + k) * group_size + lane;
+            sums_gamma[own] = Vector::from_int(0);
+            sums_beta[own] = Vector::from_int(0);
+        }
+        sync_cube();
+    } else {
+        #[unroll]
+        for k in 0..vectors_per_unit {
+            let col = k * group_size + lane;
+            let mut g = Vector::<f32, N>::from_int(0);
+            if col < d_vec {
+                g = Vector::cast_from(gamma[col]);
+            }
+            gammas[k] = g;
+            acc_gamma[k] = Vector::from_int(0);
+            acc_beta[k] = Vector::from_int(0);
+        }
     }
 
     let num_tiles = rows.div_ceil(rows_per_cube);
@@ -110,7 +153,12 @@ pub(crate) fn backward_registers<F: Float, N: Size>(
         let mut sum_dev = 0.0f32;
         #[unroll]
         for k in 0..vectors_per_unit {
-            let wdy = grads[k] * gammas[k];
+            let g = if comptime!(shared_sums) {
+                held_gamma[k * group_size + lane]
+            } else {
+                gammas[k]
+            };
+            let wdy = grads[k] * g;
             sum_wdy_dev += hsum(wdy * devs[k]);
             sum_wdy += hsum(wdy);
             sum_dev += hsum(devs[k]);
@@ -136,10 +184,19 @@ pub(crate) fn backward_registers<F: Float, N: Size>(
                 let col = k * group_size + lane;
                 if col < d_vec {
                     let xhat = (devs[k] - correction_v) * rstd_v;
-                    let grad = (grads[k] * gammas[k] - (xhat * c1 + c2)) * rstd_v;
-                    dx[base + col] = Vector::cast_from(grad);
-                    acc_gamma[k] += grads[k] * xhat;
-                    acc_beta[k] += grads[k];
+                    if comptime!(shared_sums) {
+                        let g = held_gamma[col];
+                        let grad = (grads[k] * g - (xhat * c1 + c2)) * rstd_v;
+                        dx[base + col] = Vector::cast_from(grad);
+                        let own = (group * vectors_per_unit + k) * group_size + lane;
+                        sums_gamma[own] += grads[k] * xhat;
+                        sums_beta[own] += grads[k];
+                    } else {
+                        let grad = (grads[k] * gammas[k] - (xhat * c1 + c2)) * rstd_v;
+                        dx[base + col] = Vector::cast_from(grad);
+                        acc_gamma[k] += grads[k] * xhat;
+                        acc_beta[k] += grads[k];
+                    }
                 }
             }
         }
@@ -150,7 +207,30 @@ pub(crate) fn backward_registers<F: Float, N: Size>(
     // through shared memory first (once per launch, not per row), which keeps the final
     // reduction `rows_per_cube` times smaller.
     let partial = CUBE_POS * d_vec;
-    if comptime!(rows_per_cube == 1) {
+    if comptime!(shared_sums) {
+        // Each unit's slots; the groups of a cube (same columns) added by group 0.
+        if comptime!(rows_per_cube > 1) {
+            sync_cube();
+        }
+        if group == 0 {
+            #[unroll]
+            for k in 0..vectors_per_unit {
+                let col = k * group_size + lane;
+                if col < d_vec {
+                    let mut sum_gamma = sums_gamma[k * group_size + lane];
+                    let mut sum_beta = sums_beta[k * group_size + lane];
+                    #[unroll]
+                    for r in 1..rows_per_cube {
+                        let slot = (r * vectors_per_unit + k) * group_size + lane;
+                        sum_gamma += sums_gamma[slot];
+                        sum_beta += sums_beta[slot];
+                    }
+                    dgamma_partial[partial + col] = sum_gamma;
+                    dbeta_partial[partial + col] = sum_beta;
+                }
+            }
+        }
+    } else if comptime!(rows_per_cube == 1) {
         #[unroll]
         for k in 0..vectors_per_unit {
             let col = k * group_size + lane;
