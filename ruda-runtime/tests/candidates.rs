@@ -11,9 +11,11 @@
 //! the shared checks, with rows of every kind and a transposed input.
 
 use cubecl::wgpu::WgpuDevice;
-use ruda_runtime::autotune::layer_norm::{CANDIDATES, Candidate, LayerNormKey};
+use ruda_runtime::autotune::layer_norm::{
+    BACKWARD_CANDIDATES, CANDIDATES, Candidate, LayerNormKey,
+};
 use ruda_runtime::cubecl::{self, Runtime as _, client::ComputeClient, zspace::Shape};
-use ruda_runtime::layer_norm::Variant;
+use ruda_runtime::layer_norm::{ColumnSums, Variant};
 use ruda_runtime::prelude::DType;
 use ruda_runtime::{RudaWgpu, TensorBuffer};
 
@@ -255,7 +257,17 @@ fn candidates_are_every_variant_at_both_widths() {
         Variant::UnitPerRow,
     ] {
         for narrow in [false, true] {
-            assert!(CANDIDATES.contains(&Candidate { variant, narrow }));
+            assert!(CANDIDATES.contains(&Candidate::new(variant, narrow)));
+        }
+    }
+    // The backward's: the same, then the register variants at both widths with their column
+    // sums in shared memory.
+    assert_eq!(BACKWARD_CANDIDATES.len(), 12);
+    assert_eq!(BACKWARD_CANDIDATES[..8], CANDIDATES);
+    for variant in [Variant::PlanePerRow, Variant::CubePerRow] {
+        for narrow in [false, true] {
+            let shared = Candidate::new(variant, narrow).with_column_sums(ColumnSums::SharedMemory);
+            assert!(BACKWARD_CANDIDATES[8..].contains(&shared));
         }
     }
 }
@@ -282,18 +294,12 @@ fn every_candidate_long_rows() {
         (4, 8192),
         (2, 131072),
     ];
-    let ran = check_all(&CANDIDATES, &shapes);
-    let unit = |narrow| Candidate {
-        variant: Variant::UnitPerRow,
-        narrow,
-    };
+    let ran = check_all(&BACKWARD_CANDIDATES, &shapes);
+    let unit = |narrow| Candidate::new(Variant::UnitPerRow, narrow);
     for (ran, (_, d)) in ran.iter().zip(shapes) {
         // The looped variant runs any row at both widths.
         for narrow in [false, true] {
-            assert!(ran.contains(&Candidate {
-                variant: Variant::CubePerRowLooped,
-                narrow
-            }));
+            assert!(ran.contains(&Candidate::new(Variant::CubePerRowLooped, narrow)));
         }
         // One unit per row within the loop limit only (d / N * 3 + 1 <= 64511).
         assert_eq!(ran.contains(&unit(false)), d <= 86012, "d = {d}");
@@ -318,14 +324,17 @@ fn every_candidate_short_rows() {
         (70000, 4),
         (4096, 3),
     ];
-    let ran = check_all(&CANDIDATES, &shapes);
-    // All eight run on vectorized rows that fit in registers.
-    assert_eq!(ran[0].len(), 8);
+    let ran = check_all(&BACKWARD_CANDIDATES, &shapes);
+    // All eight of the forward's run on vectorized rows that fit in registers.
+    assert!(CANDIDATES.iter().all(|c| ran[0].contains(c)));
+    // 21 x 64: a few KiB of column sums a cube, so all twelve run, shared sums included.
+    assert_eq!(ran[2].len(), 12, "{:?}", ran[2]);
     // Odd d: no half-width vector.
     assert!(ran[5].iter().all(|c| !c.narrow));
-    // 70000 rows: no unit-per-row candidate; the others run at both widths.
+    // 70000 rows: no unit-per-row candidate; the others run at both widths, and the register
+    // variants also with shared sums.
     assert!(ran[6].iter().all(|c| c.variant != Variant::UnitPerRow));
-    assert_eq!(ran[6].len(), 6);
+    assert_eq!(ran[6].len(), 10, "{:?}", ran[6]);
 }
 
 /// The backward's register budget: a plane per row holds `d / 32` elements a unit whatever the
@@ -337,10 +346,7 @@ fn backward_register_budget() {
     use ruda_runtime::layer_norm::{BACKWARD_MAX_ELEMENTS_PER_UNIT, layer_norm_backward_with};
     assert_eq!(BACKWARD_MAX_ELEMENTS_PER_UNIT, 32);
     let client = client();
-    let plane = Candidate {
-        variant: Variant::PlanePerRow,
-        narrow: false,
-    };
+    let plane = Candidate::new(Variant::PlanePerRow, false);
     let rows = 8;
     for (d, refused) in [(1024, false), (2048, true)] {
         let mut rng = Rng(11 + d as u64);

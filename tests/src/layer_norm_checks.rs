@@ -449,6 +449,33 @@ pub fn every_candidate<Rt: Runtime>(
     ran
 }
 
+/// Every backward autotune candidate (the forward's are its first eight) on rows the tuner
+/// meets on a GPU: long rows (looped and unit-per-row candidates), d = 8192 and d = 1024 at 32
+/// elements a unit (where the column sums fit in shared memory on a GPU with 99 KiB of it, and
+/// are skipped elsewhere), short rows, odd d, many rows. Each that runs must match the
+/// reference forward and backward, and every candidate must run somewhere.
+pub fn every_autotune_candidate<Rt: Runtime>(client: &ComputeClient<Rt>) {
+    use ruda_runtime::autotune::layer_norm::BACKWARD_CANDIDATES;
+    let shapes: &[&[usize]] = &[
+        &[3, 65536],
+        &[2, 40000],
+        &[24, 8192],
+        &[64, 1024],
+        &[64, 768],
+        &[2, 3, 40],
+        &[37, 1031],
+        &[3000, 16],
+    ];
+    let ran = every_candidate(client, &BACKWARD_CANDIDATES, shapes);
+    for candidate in &BACKWARD_CANDIDATES {
+        assert!(
+            ran.iter().any(|names| names.contains(&candidate.name())),
+            "candidate {} ran at none of {shapes:?}",
+            candidate.name()
+        );
+    }
+}
+
 /// f16 (and bf16 where supported) in every variant, within 1e-2.
 pub fn half_precision<Rt: Runtime>(client: &ComputeClient<Rt>) {
     let kinds: &[RowKind] = &[RowKind::Normal, RowKind::Constant];
@@ -723,6 +750,7 @@ pub fn run_all<Rt: Runtime>(client: &ComputeClient<Rt>, include_gpu_shapes: bool
             "column sums in registers and shared memory",
             column_sums_both_ways::<Rt>,
         ),
+        ("every autotune candidate", every_autotune_candidate::<Rt>),
         ("half precision", half_precision::<Rt>),
         ("zero rows", zero_rows::<Rt>),
         ("NaN stays in its row", nan_stays_in_its_row::<Rt>),

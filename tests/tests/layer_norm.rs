@@ -310,8 +310,9 @@ fn forcing_plane_reduction_without_plane_ops_panics() {
 
 #[test]
 fn every_candidate() {
-    use ruda_runtime::autotune::layer_norm::CANDIDATES;
+    use ruda_runtime::autotune::layer_norm::{BACKWARD_CANDIDATES, CANDIDATES};
     assert_eq!(CANDIDATES.len(), 8);
+    assert_eq!(BACKWARD_CANDIDATES.len(), 12);
     let shapes: &[&[usize]] = &[
         &[3, 65536],
         &[4, 65536],
@@ -323,7 +324,7 @@ fn every_candidate() {
         &[64, 768],
         &[37, 1031],
     ];
-    let ran = checks::every_candidate(&client(), &CANDIDATES, shapes);
+    let ran = checks::every_candidate(&client(), &BACKWARD_CANDIDATES, shapes);
     // d = 65536: the looped candidates at both widths, one unit per row only with the widest
     // vector (half-width vectors would loop past lavapipe's limit).
     for ran in &ran[..2] {
@@ -333,6 +334,9 @@ fn every_candidate() {
     }
     // d = 40000: both widths of one unit per row.
     assert!(ran[2].contains(&"UnitPerRow/half".to_string()));
-    // Short vectorized rows: all eight.
-    assert_eq!(ran[7].len(), 8, "{:?}", ran[7]);
+    // Short vectorized rows: the forward's eight; [2, 3, 40] also with shared column sums.
+    for candidate in &CANDIDATES {
+        assert!(ran[7].contains(&candidate.name()), "{:?}", ran[7]);
+    }
+    assert_eq!(ran[6].len(), 12, "{:?}", ran[6]);
 }

@@ -72,8 +72,8 @@ pub(crate) fn backward<R: cubecl::Runtime>(
         narrow,
     )
     .with_full_cubes(client);
-    choice.check_backward(&plan)?;
-    let shared_sums = plan.shared_column_sums(client, strategy.column_sums);
+    let shared_sums = plan.shared_column_sums(client, strategy.column_sums, forced);
+    choice.check_backward(&plan, shared_sums)?;
 
     let input = into_contiguous(client, input);
     let weight = into_contiguous(client, weight);

@@ -81,15 +81,19 @@ pub(crate) enum Choice {
     Default,
     /// A forced strategy; panics when it cannot run the shape.
     Forced(Strategy),
-    /// An autotune candidate: a variant, optionally with half the widest vector. When
-    /// `strict` (benchmarking a candidate), a candidate that cannot run the shape as asked is
-    /// an error, raised before anything is launched; otherwise (running the chosen candidate on
-    /// a shape of its bucket) it moves on like [`Choice::Default`].
+    /// An autotune candidate: a variant, optionally with half the widest vector, and where the
+    /// backward keeps its column sums. When `strict` (benchmarking a candidate), a candidate
+    /// that cannot run the shape as asked is an error, raised before anything is launched;
+    /// otherwise (running the chosen candidate on a shape of its bucket) it moves on like
+    /// [`Choice::Default`] (column sums that do not fit in shared memory stay in registers).
     Candidate {
         /// The work layout.
         variant: Variant,
         /// Half the widest usable vector.
         narrow: bool,
+        /// Where the backward keeps its column sums ([`ColumnSums::Registers`] or
+        /// [`ColumnSums::SharedMemory`]).
+        column_sums: ColumnSums,
         /// Refuse rather than move on.
         strict: bool,
     },
@@ -102,8 +106,15 @@ impl Choice {
             Choice::Default => (default().into(), false, false),
             Choice::Forced(strategy) => (strategy, true, false),
             Choice::Candidate {
-                variant, narrow, ..
-            } => (variant.into(), false, narrow),
+                variant,
+                narrow,
+                column_sums,
+                ..
+            } => (
+                Strategy::new(variant, Reduction::Auto).with_column_sums(column_sums),
+                false,
+                narrow,
+            ),
         }
     }
 
@@ -129,6 +140,7 @@ impl Choice {
                 variant,
                 narrow,
                 strict: true,
+                ..
             } if plan.variant != variant || narrow != plan.narrowed => Err(format!(
                 "candidate {variant:?} (narrow vector: {narrow}) cannot run this shape: the plan \
                  would be {:?} with vectors of {}",
@@ -139,8 +151,10 @@ impl Choice {
     }
 
     /// [`Choice::check`] for the backward pass, which also refuses, for a strict candidate, a
-    /// register variant holding more than [`BACKWARD_MAX_ELEMENTS_PER_UNIT`] elements a unit.
-    pub(crate) fn check_backward(self, plan: &plan::Plan) -> Result<(), String> {
+    /// register variant holding more than [`BACKWARD_MAX_ELEMENTS_PER_UNIT`] elements a unit,
+    /// and column sums asked in shared memory that the plan keeps in registers (`shared_sums`,
+    /// from [`plan::Plan::shared_column_sums`]: the slots do not fit in shared memory).
+    pub(crate) fn check_backward(self, plan: &plan::Plan, shared_sums: bool) -> Result<(), String> {
         self.check(plan)?;
         let held = plan.vectors_per_unit * plan.vector;
         let registers = matches!(plan.variant, Variant::PlanePerRow | Variant::CubePerRow);
@@ -155,6 +169,16 @@ impl Choice {
                     plan.variant
                 ))
             }
+            Choice::Candidate {
+                strict: true,
+                column_sums: ColumnSums::SharedMemory,
+                ..
+            } if !shared_sums => Err(format!(
+                "candidate {:?} with its column sums in shared memory cannot run this shape: \
+                 {} units a row, {} rows a cube and {held} elements a unit need more shared \
+                 memory than this device has",
+                plan.variant, plan.group_size, plan.rows_per_cube
+            )),
             _ => Ok(()),
         }
     }
@@ -211,12 +235,14 @@ pub enum Reduction {
 pub enum ColumnSums {
     /// Shared memory when a unit holds [`SHARED_COLUMN_SUMS_MIN_ELEMENTS`] elements of the row
     /// or more and the cube's slots fit in the device's shared memory; registers otherwise.
+    /// The choice without tuning: the tuner times both places
+    /// ([`crate::autotune::layer_norm::BACKWARD_CANDIDATES`]).
     #[default]
     Auto,
     /// Registers.
     Registers,
-    /// Shared memory; panics before launching when the cube's slots do not fit in the device's
-    /// shared memory.
+    /// Shared memory; a forced strategy panics before launching when the cube's slots do not
+    /// fit in the device's shared memory (an autotune candidate skips the shape instead).
     SharedMemory,
 }
 

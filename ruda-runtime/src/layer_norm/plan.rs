@@ -221,15 +221,18 @@ impl Plan {
     }
 
     /// Whether the backward register kernel keeps its column sums in shared memory
-    /// ([`ColumnSums`]); always `false` for the variants without per-unit sums.
+    /// ([`ColumnSums`]); always `false` for the variants without per-unit sums. Asked for
+    /// shared memory where the slots do not fit, an unforced plan (an autotune candidate) keeps
+    /// them in registers.
     ///
     /// # Panics
-    /// When [`ColumnSums::SharedMemory`] is forced and the slots do not fit in the device's
+    /// When [`ColumnSums::SharedMemory`] is `forced` and the slots do not fit in the device's
     /// shared memory.
     pub(crate) fn shared_column_sums<R: cubecl::Runtime>(
         &self,
         client: &ComputeClient<R>,
         column_sums: ColumnSums,
+        forced: bool,
     ) -> bool {
         if !matches!(self.variant, Variant::PlanePerRow | Variant::CubePerRow) {
             return false;
@@ -238,6 +241,7 @@ impl Plan {
         let max = client.properties().hardware.max_shared_memory_size;
         match column_sums {
             ColumnSums::Registers => false,
+            ColumnSums::SharedMemory if !forced => bytes <= max,
             ColumnSums::SharedMemory => {
                 assert!(
                     bytes <= max,
