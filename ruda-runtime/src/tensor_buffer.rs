@@ -6,7 +6,7 @@ use burn_backend::DType;
 use burn_cubecl::{CubeRuntime, tensor::CubeTensor};
 use cubecl::{
     client::ComputeClient,
-    server::Handle,
+    server::{Handle, MemoryLayoutDescriptor, MemoryLayoutStrategy},
     std::tensor::TensorHandle,
     zspace::{Shape, Strides, metadata::Metadata},
 };
@@ -59,6 +59,36 @@ impl TensorBuffer {
         let bytes = shape.num_elements() * dtype.size();
         let handle = client.empty(bytes.max(1));
         Self::contiguous(handle, shape, dtype)
+    }
+
+    /// Allocates `N` uninitialised row-major buffers that live and die together (a call's
+    /// statistics, its column sums) in one storage buffer, each at an aligned offset: one task
+    /// for CubeCL's device thread instead of `N`. That thread launches every kernel of a
+    /// training step and paces the step (`benches/results/2026-12-02-h200-host-profile.md`).
+    /// The storage is freed when the last of the `N` is dropped.
+    pub fn empty_together<R: cubecl::Runtime, const N: usize>(
+        client: &ComputeClient<R>,
+        buffers: [(Shape, DType); N],
+    ) -> [Self; N] {
+        let descriptors = buffers
+            .iter()
+            .map(|(shape, dtype)| {
+                // Never zero bytes, as `empty`.
+                let elements = shape.num_elements().max(1);
+                MemoryLayoutDescriptor::new(
+                    MemoryLayoutStrategy::Contiguous,
+                    Shape::new([elements]),
+                    dtype.size(),
+                )
+            })
+            .collect();
+        let mut layouts = client.empty_tensors(descriptors).into_iter();
+        buffers.map(|(shape, dtype)| {
+            let layout = layouts
+                .next()
+                .expect("CubeCL returns one layout per descriptor");
+            Self::contiguous(layout.memory, shape, dtype)
+        })
     }
 
     /// Uploads f32 values to `client`'s device, converted to `dtype` (f32, f16 or bf16).

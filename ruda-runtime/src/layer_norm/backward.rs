@@ -47,8 +47,14 @@ pub(crate) fn backward<R: cubecl::Runtime>(
         let dbeta = TensorBuffer::from_f32s(client, &zeros, shape, weight.dtype);
         return Ok([dx, dgamma, dbeta]);
     }
-    let dgamma = TensorBuffer::empty(client, Shape::new([d]), weight.dtype);
-    let dbeta = TensorBuffer::empty(client, Shape::new([d]), weight.dtype);
+    // Both parameter gradients reach the optimizer together.
+    let [dgamma, dbeta] = TensorBuffer::empty_together(
+        client,
+        [
+            (Shape::new([d]), weight.dtype),
+            (Shape::new([d]), weight.dtype),
+        ],
+    );
 
     // Plan first (a forced strategy may panic), then copy strided buffers: nothing is launched
     // before every check has passed. Copies are fresh, aligned allocations, so only the buffers
@@ -87,8 +93,13 @@ pub(crate) fn backward<R: cubecl::Runtime>(
         _ => cubes,
     };
     let partial_shape = Shape::new([num_partials, d]);
-    let dgamma_partial = TensorBuffer::empty(client, partial_shape.clone(), DType::F32);
-    let dbeta_partial = TensorBuffer::empty(client, partial_shape, DType::F32);
+    let [dgamma_partial, dbeta_partial] = TensorBuffer::empty_together(
+        client,
+        [
+            (partial_shape.clone(), DType::F32),
+            (partial_shape, DType::F32),
+        ],
+    );
 
     let n = problem.rows * d;
     let dtype: StorageType = input.dtype.into();

@@ -28,8 +28,11 @@ pub(crate) fn forward<R: cubecl::Runtime>(
     let mut stats_shape = input.shape.clone();
     stats_shape.remove(rank - 1);
     let out = TensorBuffer::empty(client, input.shape.clone(), input.dtype);
-    let mean = TensorBuffer::empty(client, stats_shape.clone(), DType::F32);
-    let rstd = TensorBuffer::empty(client, stats_shape, DType::F32);
+    // `mean` and `rstd` are saved together for the backward pass and freed together.
+    let [mean, rstd] = TensorBuffer::empty_together(
+        client,
+        [(stats_shape.clone(), DType::F32), (stats_shape, DType::F32)],
+    );
     if problem.rows == 0 {
         return Ok([out, mean, rstd]);
     }
