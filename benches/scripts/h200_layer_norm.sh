@@ -2,10 +2,11 @@
 # Issue 18's H200 call: ruda's LayerNorm kernels checked against the f64 reference on CUDA, every
 # variant timed, the published kernel and through-Burn tables (synchronized and back to back),
 # PyTorch's LayerNorm in the same call, and optionally Nsight Compute over the backward kernels.
-# Binaries as h200_products.sh: .device/gpu_suite.xz, and .device/torch_layernorm.py (a copy of
-# ../shared/bench/torch_layernorm.py, which the GPU machine does not see).
+# Binaries as h200_products.sh: .device/gpu_suite.xz (and .device/layer_norm_host.xz for the host
+# step), and .device/torch_layernorm.py (a copy of ../shared/bench/torch_layernorm.py, which the
+# GPU machine does not see).
 #
-#   [STEPS='checks benchmarks torch'] bash benches/scripts/h200_layer_norm.sh OUT [ncu|ncu-only]
+#   [STEPS='checks benchmarks torch host'] bash benches/scripts/h200_layer_norm.sh OUT [ncu|ncu-only]
 #
 # The tuning and compilation caches live in /tmp/cc and come back as $OUT/caches-ruda.tar.xz;
 # a .device/caches-ruda.tar.xz is carried in when present (FRESH_TUNING=1: its kernels only). The Nsight Compute run tunes in its own
@@ -27,7 +28,8 @@ mkdir -p /tmp/suite-ruda /tmp/cc
 printf '[autotune]\ncache = { file = "/tmp/cc" }\n[compilation]\ncache = { file = "/tmp/cc/ptx" }\n' >/tmp/suite-ruda/cubecl.toml
 suite() { (cd /tmp/suite-ruda && RUDA_BENCH_BACKENDS=ruda-cuda "$@" 2>&1); }
 
-# STEPS picks the parts of one call (all three by default; a cold start may need two calls).
+# STEPS picks the parts of one call (checks, benchmarks and torch by default; a cold start may
+# need two calls); host is asked for by name.
 steps=${STEPS:-checks benchmarks torch}
 step() { [ "$mode" != ncu-only ] && [[ " $steps " == *" $1 "* ]]; }
 
@@ -64,6 +66,19 @@ def median_us(fn):
 x = torch.zeros(1, device="cuda")
 print(f"# torch: synchronize alone {median_us(lambda: None):.1f} us, one-element add + synchronize {median_us(lambda: x.add_(1)):.1f} us")
 PY
+fi
+
+if step host; then
+# The host work of a call (benches/examples/layer_norm_host.rs, .device/layer_norm_host.xz): the
+# caller's own time (batches of 4 calls, whose tasks fit in CubeCL's device-thread queue) and
+# back to back (batches of 100), forward, forward+backward, and the forward's allocations alone.
+echo "== host work ($(date +%T))" | tee -a "$out/host.txt"
+for args in "" "--backward" "--alloc-only" "--alloc-together"; do
+  for every in 4 100; do
+    suite timeout 60 "$top/.device/layer_norm_host" --cuda --calls 20000 --every $every $args >>"$out/host.txt"
+  done
+done
+echo "   exit $?"; grep -v XDG "$out/host.txt"
 fi
 
 if [ "$mode" = ncu ] || [ "$mode" = ncu-only ]; then
