@@ -86,7 +86,7 @@ pub(crate) fn backward<R: cubecl::Runtime>(
     let grad = into_contiguous(client, grad);
     let mean = into_contiguous(client, mean);
     let rstd = into_contiguous(client, rstd);
-    let cubes = plan.backward_cubes(client);
+    let cubes = plan.backward_cubes(client, shared_sums);
     // One partial row of dgamma/dbeta per cube; the unit-per-row variant needs none.
     let num_partials = match plan.variant {
         Variant::UnitPerRow => 1,

@@ -274,13 +274,36 @@ impl Plan {
     }
 
     /// Backward grid: enough cubes to fill the device, not one per tile, since each cube also
-    /// writes a partial row of `dgamma`/`dbeta` that must then be summed.
-    pub(crate) fn backward_cubes<R: cubecl::Runtime>(&self, client: &ComputeClient<R>) -> usize {
+    /// writes a partial row of `dgamma`/`dbeta` that must then be summed. `shared_sums`: the
+    /// kernel keeps its column sums in shared memory (see [`Self::shared_column_sums`]).
+    ///
+    /// Where shared memory bounds the cubes an SM holds to one or two, the grid is exactly one
+    /// wave of them; elsewhere, several waves of the cubes the SM's units allow (registers,
+    /// not known on the host, may allow fewer, and a wave and a fraction leaves the fraction
+    /// running on part of the device: 792 cubes where 528 fit, Nsight Compute on an H200,
+    /// `benches/results/2026-12-03-h200-layer-norm-grid.md`).
+    pub(crate) fn backward_cubes<R: cubecl::Runtime>(
+        &self,
+        client: &ComputeClient<R>,
+        shared_sums: bool,
+    ) -> usize {
         let hw = &client.properties().hardware;
         let units_per_cube = self.group_size * self.rows_per_cube;
+        let shared_bytes = if shared_sums {
+            self.shared_column_sums_bytes()
+        } else {
+            0
+        };
         let resident = match hw.num_streaming_multiprocessors {
-            // About 2048 resident units per SM.
-            Some(sms) => sms as usize * (2048 / units_per_cube).max(1),
+            Some(sms) => {
+                let per_sm = shared_bound_cubes_per_sm(
+                    units_per_cube,
+                    shared_bytes,
+                    hw.max_shared_memory_size,
+                )
+                .unwrap_or((UNITS_PER_SM / units_per_cube).max(1));
+                sms as usize * per_sm
+            }
             // Unknown (wgpu): a few cubes per SM of a large GPU.
             None => 512,
         };
@@ -292,5 +315,75 @@ impl Plan {
             .min(by_scratch)
             .min(hw.max_cube_count.0 as usize)
             .max(1)
+    }
+}
+
+/// Units an SM holds at once (NVIDIA: 2048 threads).
+const UNITS_PER_SM: usize = 2048;
+/// The most cubes an SM holds for which shared memory alone sizes the backward grid.
+const SHARED_BOUND_CUBES: usize = 2;
+
+/// The cubes of `units` units, each taking `shared_bytes` of shared memory, that one SM holds,
+/// where shared memory bounds them to at most [`SHARED_BOUND_CUBES`]; `None` elsewhere.
+/// `max_shared` is the most one cube may ask for, about an SM's whole shared memory on CUDA
+/// (227 of 228 KiB on an H200).
+///
+/// Within that bound nothing else bounds them tighter: two cubes of 256 units leave each unit
+/// 128 registers, and the backward kernel with its sums in shared memory takes at most 99 (32
+/// elements a unit; NVCC's count on an H200). This is what the column sums of long rows take:
+/// f32 d = 8192 over 256 units, 96 KiB a cube, two an SM. Sized by units alone, that grid was
+/// 512 cubes (the scratch bound) in two waves, writing and summing twice the partial rows
+/// (34 MB at 4096x8192, `reduce_partials` 12.5 us).
+pub(crate) fn shared_bound_cubes_per_sm(
+    units: usize,
+    shared_bytes: usize,
+    max_shared: usize,
+) -> Option<usize> {
+    let by_units = UNITS_PER_SM / units.max(1);
+    let by_shared = max_shared.checked_div(shared_bytes)?;
+    (by_shared <= SHARED_BOUND_CUBES && by_shared < by_units).then_some(by_shared.max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shared_bound_cubes_per_sm;
+
+    /// An H200's `max_shared_memory_size` (opt-in, per cube).
+    const H200_SHARED: usize = 232_448;
+
+    #[test]
+    fn long_rows_with_shared_sums_are_bound_by_shared_memory() {
+        // f32 d = 8192 over 256 units: gamma and two sums of 8192 f32, plus reduction slots.
+        let bytes = 3 * 8192 * 4 + 3 * 8 * 4;
+        assert_eq!(shared_bound_cubes_per_sm(256, bytes, H200_SHARED), Some(2));
+        assert_eq!(
+            shared_bound_cubes_per_sm(256, 3 * bytes / 2, H200_SHARED),
+            Some(1)
+        );
+        // More than the device allows a cube: one (the plan refuses to launch it anyway).
+        assert_eq!(
+            shared_bound_cubes_per_sm(256, H200_SHARED + 1, H200_SHARED),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn elsewhere_units_size_the_grid() {
+        // d = 4096 (48 KiB, four cubes) and d = 1024 with four rows a cube (36 KiB, six).
+        assert_eq!(
+            shared_bound_cubes_per_sm(256, 3 * 4096 * 4 + 96, H200_SHARED),
+            None
+        );
+        assert_eq!(
+            shared_bound_cubes_per_sm(256, 9 * 1024 * 4 + 96, H200_SHARED),
+            None
+        );
+        // Sums in registers: no shared memory to speak of.
+        assert_eq!(shared_bound_cubes_per_sm(256, 0, H200_SHARED), None);
+        // Cubes of 1024 units: two an SM by units already.
+        assert_eq!(
+            shared_bound_cubes_per_sm(1024, 3 * 8192 * 4, H200_SHARED),
+            None
+        );
     }
 }
