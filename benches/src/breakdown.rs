@@ -1,6 +1,6 @@
 //! Where the time of LayerNorm through Burn goes: the same work measured in steps, from the
 //! native node's kernels on the inner backend up to `burn::nn::LayerNorm` forward +
-//! `y.backward()` + `x.grad` under autodiff. Each step is timed three ways: wall clock with a
+//! `y.backward()` (or `backward_with_grad(y, dy)`) + `x.grad` under autodiff. Each step is timed three ways: wall clock with a
 //! sync per call (the method of every other table), host time to enqueue one call (no sync),
 //! and throughput (calls back to back, one sync, time per call).
 
@@ -11,7 +11,7 @@ use burn::nn::{LayerNorm, LayerNormConfig};
 use burn::prelude::Backend;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, Tensor};
-use burn_ruda::LayerNormBackend;
+use burn_ruda::{BackwardWithGrad, LayerNormBackend, backward_with_grad};
 
 use crate::layer_norm::EPSILON;
 use crate::timing::{TimingPlan, median_us};
@@ -59,7 +59,7 @@ pub fn step_times(plan: TimingPlan, mut call: impl FnMut(), mut sync: impl FnMut
 /// backend has the native LayerNorm.
 pub fn print_breakdown<A>(name: &str, device: &A::Device, rows: usize, d: usize, plan: TimingPlan)
 where
-    A: AutodiffBackend,
+    A: BackwardWithGrad,
     A::InnerBackend: LayerNormBackend,
 {
     type Inner<A> = <A as AutodiffBackend>::InnerBackend;
@@ -200,6 +200,18 @@ where
             sync,
         ),
     );
+    report(
+        "autodiff: fwd + backward_with_grad(dy kept) + x.grad",
+        step_times(
+            plan,
+            || {
+                let xg = x.clone().detach().require_grad();
+                let grads = backward_with_grad(layer.forward(xg.clone()), ones.clone());
+                drop(xg.grad(&grads));
+            },
+            sync,
+        ),
+    );
 }
 
 /// The native kernels of runtime `R` alone, timed the same three ways, for comparison with
@@ -293,7 +305,7 @@ pub fn print_trace(step: &str, iters: usize, mut call: impl FnMut(), mut sync: i
 /// backward with a new `ones` as dy, and forward + backward + `x.grad` under autodiff.
 pub fn print_breakdown_trace<A>(device: &A::Device, rows: usize, d: usize)
 where
-    A: AutodiffBackend,
+    A: BackwardWithGrad,
     A::InnerBackend: LayerNormBackend,
 {
     type Inner<A> = <A as AutodiffBackend>::InnerBackend;

@@ -5,8 +5,8 @@
 use burn::module::AutodiffModule;
 use burn::nn::{LayerNorm, LayerNormConfig};
 use burn::prelude::Backend;
-use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, Tensor};
+use burn_ruda::{BackwardWithGrad, backward_with_grad};
 use ruda_runtime::layer_norm::{Strategy, layer_norm_backward_with, layer_norm_forward_with};
 use ruda_runtime::prelude::DType;
 use ruda_runtime::{Runtime, TensorBuffer};
@@ -246,7 +246,7 @@ pub fn native_clocked<R: Runtime>(
 /// `x.grad` under autodiff (the calls of [`crate::workloads::Workload::LayerNormBurn`]). Under
 /// `burn::backend::Autodiff<Cuda or Wgpu>` that is Burn's composed LayerNorm; under
 /// `burn_ruda::Autodiff<Ruda<..>>` the native kernels.
-pub fn burn_layer_norm<B: AutodiffBackend>(
+pub fn burn_layer_norm<B: BackwardWithGrad>(
     device: &B::Device,
     rows: usize,
     d: usize,
@@ -298,6 +298,11 @@ pub enum Pass {
     /// sleeps of CubeCL's device threads, the host's launch work) is paid once, not per call.
     /// A sample is all the calls; per call is the sample's time divided by their number.
     BackToBack,
+    /// [`Pass::BackToBack`] with `y`'s gradient given, as a training loop's upstream layers
+    /// give it, PyTorch's `y.backward(dy)` in `torch_layernorm.py` and the kernels' benchmark:
+    /// `burn_ruda::backward_with_grad(y, dy)` with `dy` made once, where `y.backward()` fills
+    /// a new full-size ones tensor as `y`'s gradient on every call.
+    BackToBackGivenGrad,
 }
 
 impl Pass {
@@ -307,13 +312,14 @@ impl Pass {
             Pass::Forward => "fwd",
             Pass::ForwardBackward => "fwdbwd",
             Pass::BackToBack => "fwdbwd-x20",
+            Pass::BackToBackGivenGrad => "fwdbwd-dy-x20",
         }
     }
 
     /// LayerNorm calls in one sample: [`BACK_TO_BACK_CALLS`] back to back, else 1.
     pub fn calls(self) -> usize {
         match self {
-            Pass::BackToBack => BACK_TO_BACK_CALLS,
+            Pass::BackToBack | Pass::BackToBackGivenGrad => BACK_TO_BACK_CALLS,
             _ => 1,
         }
     }
@@ -325,13 +331,13 @@ impl Pass {
     pub fn elements_moved(self) -> usize {
         match self {
             Pass::Forward => 2,
-            Pass::ForwardBackward | Pass::BackToBack => 5,
+            Pass::ForwardBackward | Pass::BackToBack | Pass::BackToBackGivenGrad => 5,
         }
     }
 }
 
 /// `burn::nn::LayerNorm` on `[rows, d]` under `B`: the call of [`crate::workloads::Workload::LayerNormBurn`].
-pub fn layer_norm_call<B: AutodiffBackend>(
+pub fn layer_norm_call<B: BackwardWithGrad>(
     device: B::Device,
     rows: usize,
     d: usize,
@@ -356,5 +362,16 @@ pub fn layer_norm_call<B: AutodiffBackend>(
             }
             B::sync(&device).expect("device sync failed");
         }),
+        Pass::BackToBackGivenGrad => {
+            let dy = Tensor::<B::InnerBackend, 2>::ones([rows, d], &device);
+            Box::new(move || {
+                for _ in 0..pass.calls() {
+                    let xg = x.clone().detach().require_grad();
+                    let grads = backward_with_grad(layer.forward(xg.clone()), dy.clone());
+                    drop(xg.grad(&grads).expect("x has a gradient"));
+                }
+                B::sync(&device).expect("device sync failed");
+            })
+        }
     }
 }

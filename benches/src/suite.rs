@@ -42,8 +42,13 @@ pub fn suite(quick: bool) -> Vec<Workload> {
         }
     }
     // Through Burn also back to back, which is what a training loop sees (issue 18 compares it
-    // with the kernels' own time).
-    for pass in [Pass::Forward, Pass::ForwardBackward, Pass::BackToBack] {
+    // with the kernels' own time), with `y.backward()` and with `y`'s gradient given.
+    for pass in [
+        Pass::Forward,
+        Pass::ForwardBackward,
+        Pass::BackToBack,
+        Pass::BackToBackGivenGrad,
+    ] {
         for &(rows, d) in shapes {
             out.push(Workload::LayerNormBurn { rows, d, pass });
         }

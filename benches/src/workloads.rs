@@ -9,6 +9,8 @@ use burn::tensor::{Distribution, Int, Tensor, bf16};
 use ruda_runtime::Runtime;
 use ruda_runtime::prelude::DType;
 
+use burn_ruda::BackwardWithGrad;
+
 use crate::contenders::Contender;
 use crate::layer_norm::{Case, EPSILON, Inputs, Pass, layer_norm_call};
 use crate::timing::Call;
@@ -237,7 +239,7 @@ fn native_layer_norm<R: Runtime>(device: R::Device, rows: usize, d: usize, pass:
 }
 
 /// A workload through Burn under the autodiff backend `B`.
-fn autodiff_call<B: AutodiffBackend>(device: B::Device, workload: Workload) -> Call {
+fn autodiff_call<B: BackwardWithGrad>(device: B::Device, workload: Workload) -> Call {
     B::seed(&device, 42);
     match workload {
         Workload::LayerNormBurn { rows, d, pass } => layer_norm_call::<B>(device, rows, d, pass),

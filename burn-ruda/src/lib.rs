@@ -37,6 +37,8 @@
 //!   products where the runtime has them (cuBLAS on [`RudaCuda`]), Burn's elsewhere.
 //! - [`autodiff`]: the decorator, recording LayerNorm as one autodiff node (memory-bound: under
 //!   Burn's `BalancedCheckpointing` its output is recomputed by one more native forward).
+//! - [`backward_with_grad`]: the backward pass from an output whose gradient is given
+//!   (PyTorch's `y.backward(dy)`), under [`Autodiff`] and Burn's own autodiff alike.
 //!
 //! # Features
 //! - `fusion` (default): delegate to `burn_fusion::Fusion<CubeBackend<R>>`; the native
@@ -66,6 +68,7 @@ pub mod signatures;
 
 pub mod autodiff;
 pub mod backend;
+pub mod backward_with_grad;
 #[cfg(feature = "distributed")]
 pub mod distributed;
 pub mod embedding;
@@ -78,6 +81,7 @@ pub use autodiff::Autodiff;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub use backend::DefaultRuntime;
 pub use backend::{Inner, Ruda};
+pub use backward_with_grad::{BackwardWithGrad, backward_with_grad};
 pub use layer_norm::LayerNormBackend;
 
 #[cfg(feature = "cuda")]

@@ -623,7 +623,7 @@ fn variant_fits(variant: Variant, d: usize) -> bool {
 
 /// `burn::nn::LayerNorm` under an autodiff backend `B`, f32, the same shapes: Burn's composed
 /// ops under `burn::backend::Autodiff`, the native node under `burn_ruda::Autodiff`.
-fn burn_baseline<B: burn::tensor::backend::AutodiffBackend>(
+fn burn_baseline<B: burn_ruda::BackwardWithGrad>(
     name: &str,
     device: &B::Device,
     options: &Options,

@@ -20,7 +20,7 @@ use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Tensor, TensorData, TensorPrimitive, activation};
-use burn_ruda::{Ruda, RudaWgpu, layer_norm::native_calls};
+use burn_ruda::{BackwardWithGrad, Ruda, RudaWgpu, backward_with_grad, layer_norm::native_calls};
 use cubecl::wgpu::WgpuDevice;
 use ruda_tests::differential::module_ops::layer_norm_of as layer_norm;
 use ruda_tests::differential::{self, Family, compare_floats, values};
@@ -209,8 +209,13 @@ fn runtime_without_native_layer_norm_uses_the_composed_one() {
 // ---------------------------------------------------------------------------------------------
 // Autodiff
 
-/// Gradients of `sum(layer_norm(x, gamma, beta) * w)` for x, gamma, beta.
-fn layer_norm_grads<B: AutodiffBackend>(device: &B::Device, beta: bool) -> Vec<TensorData> {
+/// Gradients of `sum(layer_norm(x, gamma, beta) * w)` for x, gamma, beta: through that product
+/// and sum, or (`given`) as `backward_with_grad(y, w)`, the backward from `y` with gradient `w`.
+fn layer_norm_grads<B: BackwardWithGrad>(
+    device: &B::Device,
+    beta: bool,
+    given: bool,
+) -> Vec<TensorData> {
     let d = 37;
     let t = |seed, shape: Vec<usize>, lo, hi| {
         let n = shape.iter().product();
@@ -221,7 +226,11 @@ fn layer_norm_grads<B: AutodiffBackend>(device: &B::Device, beta: bool) -> Vec<T
     let b = Tensor::<B, 1>::from_data(t(52, vec![d], -1.0, 1.0), device).require_grad();
     let w = Tensor::<B, 3>::from_data(t(53, vec![3, 4, d], -1.0, 1.0), device);
     let y = layer_norm(x.clone(), gamma.clone(), beta.then(|| b.clone()), 1e-5);
-    let grads = (y * w).sum().backward();
+    let grads = if given {
+        backward_with_grad(y, w.inner())
+    } else {
+        (y * w).sum().backward()
+    };
     let mut out = vec![
         x.grad(&grads).unwrap().into_data(),
         gamma.grad(&grads).unwrap().into_data(),
@@ -232,24 +241,60 @@ fn layer_norm_grads<B: AutodiffBackend>(device: &B::Device, beta: bool) -> Vec<T
     out
 }
 
+fn assert_grads_close(what: &str, ours: Vec<TensorData>, reference: Vec<TensorData>) {
+    assert_eq!(ours.len(), reference.len(), "{what}");
+    for (name, (r, n)) in ["dx", "dgamma", "dbeta"]
+        .iter()
+        .zip(ours.into_iter().zip(reference))
+    {
+        assert_close_data(&format!("{what}: {name}"), r, n, 1e-3);
+    }
+}
+
 #[test]
 #[serial]
 fn native_layer_norm_gradients_match_ndarray_with_one_node() {
     for beta in [true, false] {
         let before = native_calls();
-        let ruda = layer_norm_grads::<RudaAd>(&rdev(), beta);
+        let ruda = layer_norm_grads::<RudaAd>(&rdev(), beta, false);
         let after = native_calls();
         assert_eq!(after.0 - before.0, 1, "one native forward");
         assert_eq!(after.1 - before.1, 1, "one native backward");
-        let reference = layer_norm_grads::<BurnAdNd>(&ndev(), beta);
-        assert_eq!(ruda.len(), reference.len());
-        for (name, (r, n)) in ["dx", "dgamma", "dbeta"]
-            .iter()
-            .zip(ruda.into_iter().zip(reference))
-        {
-            assert_close_data(name, r, n, 1e-3);
-        }
+        let reference = layer_norm_grads::<BurnAdNd>(&ndev(), beta, false);
+        assert_grads_close("sum(y * w)", ruda, reference);
     }
+}
+
+#[test]
+#[serial]
+fn backward_with_grad_matches_the_product_and_sum() {
+    for beta in [true, false] {
+        let reference = layer_norm_grads::<BurnAdNd>(&ndev(), beta, false);
+        // Burn's own autodiff over NdArray, Burn's composed LayerNorm.
+        let burn = layer_norm_grads::<BurnAdNd>(&ndev(), beta, true);
+        assert_grads_close(
+            "Burn's autodiff, given y's gradient",
+            burn,
+            reference.clone(),
+        );
+        // burn-ruda's: still one native forward and one native backward.
+        let before = native_calls();
+        let ruda = layer_norm_grads::<RudaAd>(&rdev(), beta, true);
+        let after = native_calls();
+        assert_eq!(after.0 - before.0, 1, "one native forward");
+        assert_eq!(after.1 - before.1, 1, "one native backward");
+        assert_grads_close("burn-ruda's autodiff, given y's gradient", ruda, reference);
+    }
+}
+
+#[test]
+#[should_panic(
+    expected = "Backward with grad: the gradient's shape Shape { dims: [2, 4] } must be the tensor's Shape { dims: [2, 3] }"
+)]
+fn backward_with_grad_of_another_shape_panics() {
+    let x = Tensor::<RudaAd, 2>::ones([2, 3], &rdev()).require_grad();
+    let dy = Tensor::<R, 2>::ones([2, 4], &rdev());
+    let _ = backward_with_grad(x.exp(), dy);
 }
 
 #[derive(Module, Debug)]
