@@ -257,7 +257,7 @@ impl<B: LayerNormBackend> RetroForward for RetroNativeLayerNorm<B> {
         let tensor = inputs.next().expect("LayerNorm: input");
         let gamma = inputs.next().expect("LayerNorm: gamma");
         let beta = inputs.next();
-        let [out, _, _] = B::layer_norm_native(tensor, gamma, beta, self.epsilon);
+        let out = B::layer_norm_native_output(tensor, gamma, beta, self.epsilon);
         states.save(out_node, out);
     }
 }
@@ -307,8 +307,7 @@ where
             prep.finish(state, out)
         }
         OpsKind::UnTracked(prep) => {
-            let [out, _, _] =
-                B::layer_norm_native(tensor.primitive, gamma.primitive, beta, epsilon);
+            let out = B::layer_norm_native_output(tensor.primitive, gamma.primitive, beta, epsilon);
             prep.finish(out)
         }
     }

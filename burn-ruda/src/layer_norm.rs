@@ -56,6 +56,24 @@ pub trait LayerNormBackend: Backend {
         epsilon: f64,
     ) -> [FloatTensor<Self>; 3];
 
+    /// LayerNorm's output alone, for a forward no backward follows (inference, an untracked
+    /// autodiff node, a recomputed one). The default is [`Self::layer_norm_native`]'s `out`;
+    /// [`crate::Ruda`] under `fusion` queues an operation with that one output, the statistics
+    /// staying temporaries of the kernel launch, so the fusion stream has no tensors for them
+    /// to track and drop.
+    ///
+    /// # Panics
+    /// When the backend has no native LayerNorm, or on invalid shapes.
+    fn layer_norm_native_output(
+        tensor: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: Option<FloatTensor<Self>>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        let [out, _mean, _rstd] = Self::layer_norm_native(tensor, gamma, beta, epsilon);
+        out
+    }
+
     /// LayerNorm gradients `[dx, dgamma, dbeta]` from the input, gamma, the output gradient,
     /// and the forward's `mean` and `rstd`.
     ///

@@ -66,7 +66,7 @@ mod fusion {
     /// Which native kernel a [`NativeOp`] runs.
     #[derive(Clone, Copy, Debug)]
     enum Kind {
-        /// Inputs `[x, gamma]` or `[x, gamma, beta]`; outputs `[out, mean, rstd]`.
+        /// Inputs `[x, gamma]` or `[x, gamma, beta]`; outputs `[out, mean, rstd]`, or `[out]`.
         Forward { epsilon: f64 },
         /// Inputs `[x, gamma, dy, mean, rstd]`; outputs `[dx, dgamma, dbeta]`.
         Backward,
@@ -123,19 +123,22 @@ mod fusion {
                     cube_backward::<R>(tensor, gamma, grad, mean, rstd)
                 }
             };
+            // Outputs the operation did not register (the statistics of a forward whose output
+            // alone is wanted) are dropped here; their memory is reused in stream order.
             for (ir, tensor) in self.desc.outputs.iter().zip(outputs) {
                 handles.register_float_tensor::<Cube<R, F, I, BT>>(&ir.id, tensor);
             }
         }
     }
 
-    /// Queues a native kernel with `inputs` and outputs of the given shapes and dtypes.
-    fn register<R, F, I, BT>(
+    /// Queues a native kernel with `inputs` and outputs of the given shapes and dtypes: the
+    /// kernel's first `N` outputs (the others are dropped when it has run).
+    fn register<R, F, I, BT, const N: usize>(
         name: &'static str,
         kind: Kind,
         inputs: Vec<FusionTensor<CubeFusionRuntime<R, F, I, BT>>>,
-        outputs: [(burn_backend::Shape, DType); 3],
-    ) -> [FusionTensor<CubeFusionRuntime<R, F, I, BT>>; 3]
+        outputs: [(burn_backend::Shape, DType); N],
+    ) -> [FusionTensor<CubeFusionRuntime<R, F, I, BT>>; N]
     where
         R: ruda_runtime::Runtime + CubeRuntime,
         F: FloatElement,
@@ -156,7 +159,7 @@ mod fusion {
         client
             .register(streams, OperationIr::Custom(desc), op)
             .try_into()
-            .expect("LayerNorm: three outputs")
+            .expect("LayerNorm: one tensor per registered output")
     }
 
     impl<R, F, I, BT> LayerNormBackend for Ruda<R, F, I, BT>
@@ -181,7 +184,7 @@ mod fusion {
             let dtype = tensor.dtype;
             let mut inputs = vec![tensor, gamma];
             inputs.extend(beta);
-            register::<R, F, I, BT>(
+            register::<R, F, I, BT, 3>(
                 "ruda_layer_norm",
                 Kind::Forward { epsilon },
                 inputs,
@@ -191,6 +194,25 @@ mod fusion {
                     (stats, DType::F32),
                 ],
             )
+        }
+
+        fn layer_norm_native_output(
+            tensor: FloatTensor<Self>,
+            gamma: FloatTensor<Self>,
+            beta: Option<FloatTensor<Self>>,
+            epsilon: f64,
+        ) -> FloatTensor<Self> {
+            let shape = tensor.shape.clone();
+            let dtype = tensor.dtype;
+            let mut inputs = vec![tensor, gamma];
+            inputs.extend(beta);
+            let [out] = register::<R, F, I, BT, 1>(
+                "ruda_layer_norm_output",
+                Kind::Forward { epsilon },
+                inputs,
+                [(shape, dtype)],
+            );
+            out
         }
 
         fn layer_norm_native_backward(
@@ -204,7 +226,7 @@ mod fusion {
             let dtype = tensor.dtype;
             let gamma_shape = gamma.shape.clone();
             let gamma_dtype = gamma.dtype;
-            register::<R, F, I, BT>(
+            register::<R, F, I, BT, 3>(
                 "ruda_layer_norm_backward",
                 Kind::Backward,
                 vec![tensor, gamma, grad, mean, rstd],

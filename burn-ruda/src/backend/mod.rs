@@ -202,9 +202,7 @@ where
         epsilon: f64,
     ) -> FloatTensor<Self> {
         if layer_norm::native_applies::<Self>(&tensor) {
-            let [out, _mean, _rstd] =
-                <Self as LayerNormBackend>::layer_norm_native(tensor, gamma, beta, epsilon);
-            out
+            <Self as LayerNormBackend>::layer_norm_native_output(tensor, gamma, beta, epsilon)
         } else {
             // Burn's composed LayerNorm (the trait's default), on the inner backend.
             <Inner<R, F, I, BT> as ModuleOps<Inner<R, F, I, BT>>>::layer_norm(
