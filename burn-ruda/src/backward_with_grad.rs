@@ -19,7 +19,7 @@ use burn_autodiff::{
     grads::Gradients,
     ops::{Backward, Ops, OpsKind},
 };
-use burn_backend::{AutodiffBackend, Backend, TensorMetadata, tensor::FloatTensor};
+use burn_backend::{AutodiffBackend, Backend, TensorData, TensorMetadata, tensor::FloatTensor};
 use burn_tensor::Tensor;
 
 use crate::autodiff::Autodiff;
@@ -122,11 +122,12 @@ fn check_given_grad<B: Backend>(tensor: &FloatTensor<B>, grad: &FloatTensor<B>) 
 impl<B: AutodiffInner, C: CheckpointStrategy> BackwardWithGrad for burn_autodiff::Autodiff<B, C> {
     fn backward_with_grad(tensor: FloatTensor<Self>, grad: FloatTensor<B>) -> Gradients {
         check_given_grad::<B>(&tensor.primitive, &grad);
-        let root = B::float_zeros(
-            [1].into(),
-            &B::float_device(&grad),
-            tensor.primitive.dtype().into(),
-        );
+        // The root's value is never read: uploaded, not computed. A computed one (`float_zeros`)
+        // is an operation whose output no executed operation reads, and burn-fusion keeps such
+        // operations pending across the native LayerNorm's custom operations until a sync,
+        // merging them again at every registration: back to back, 20 calls cost 3.7 ms each
+        // on an H200 instead of about 0.1 ms.
+        let root = B::float_from_data(TensorData::new(vec![0.0f32], [1]), &B::float_device(&grad));
         let prep = <GivenGradBackward as Backward<B, 1>>::prepare::<C>(
             GivenGradBackward,
             [tensor.node.clone()],

@@ -330,10 +330,10 @@ const SHARED_BOUND_CUBES: usize = 2;
 ///
 /// Within that bound nothing else bounds them tighter: two cubes of 256 units leave each unit
 /// 128 registers, and the backward kernel with its sums in shared memory takes at most 99 (32
-/// elements a unit; NVCC's count on an H200). This is what the column sums of long rows take:
-/// f32 d = 8192 over 256 units, 96 KiB a cube, two an SM. Sized by units alone, that grid was
-/// 512 cubes (the scratch bound) in two waves, writing and summing twice the partial rows
-/// (34 MB at 4096x8192, `reduce_partials` 12.5 us).
+/// elements a unit; Nsight Compute's count of NVRTC's code on an H200). This is what the
+/// column sums of long rows take: f32 d = 8192 over 256 units, 96 KiB a cube, two an SM.
+/// Sized by units alone, that grid was 512 cubes (the scratch bound) in two waves, writing and
+/// summing twice the partial rows (34 MB at 4096x8192, `reduce_partials` 12.5 us).
 pub(crate) fn shared_bound_cubes_per_sm(
     units: usize,
     shared_bytes: usize,
