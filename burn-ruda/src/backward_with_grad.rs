@@ -19,13 +19,8 @@ use burn_autodiff::{
     grads::Gradients,
     ops::{Backward, Ops, OpsKind},
 };
-use burn_backend::{
-    AutodiffBackend, Backend, DeviceId, DeviceOps, TensorData, TensorMetadata, tensor::FloatTensor,
-};
+use burn_backend::{AutodiffBackend, Backend, TensorData, TensorMetadata, tensor::FloatTensor};
 use burn_tensor::Tensor;
-use std::any::{Any, TypeId};
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
 
 use crate::autodiff::Autodiff;
 use crate::layer_norm::LayerNormBackend;
@@ -110,35 +105,6 @@ impl<B: Backend> Backward<B, 1> for GivenGradBackward {
     }
 }
 
-/// The output of the node [`backward_with_grad`] records: one element, whose value is never
-/// read, made once per backend and device and cloned.
-///
-/// Made per call it costs more than the node saves. Computed (`float_zeros`), it is an
-/// operation no executed operation reads, which burn-fusion keeps pending across the native
-/// LayerNorm's custom operations until a sync, merging it again at every registration: back to
-/// back, 20 calls took 3.7 ms each on an H200. Uploaded (`float_from_data`), every call creates
-/// a device buffer from the host: 150-340 us a call back to back on an H200 at shapes whose
-/// kernels take less. A clone is no operation at all, and dropping it none either.
-fn cached_root<B: Backend>(device: &B::Device) -> FloatTensor<B> {
-    type Roots = HashMap<(TypeId, DeviceId), Box<dyn Any + Send + Sync>>;
-    static ROOTS: OnceLock<Mutex<Roots>> = OnceLock::new();
-    let mut roots = ROOTS
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    roots
-        .entry((TypeId::of::<B>(), device.id()))
-        .or_insert_with(|| {
-            Box::new(B::float_from_data(
-                TensorData::new(vec![0.0f32], [1]),
-                device,
-            ))
-        })
-        .downcast_ref::<FloatTensor<B>>()
-        .expect("one root type per backend")
-        .clone()
-}
-
 /// Panics in Burn's style when `grad` cannot be `tensor`'s gradient.
 fn check_given_grad<B: Backend>(tensor: &FloatTensor<B>, grad: &FloatTensor<B>) {
     let (shape, grad_shape) = (tensor.shape(), grad.shape());
@@ -156,7 +122,16 @@ fn check_given_grad<B: Backend>(tensor: &FloatTensor<B>, grad: &FloatTensor<B>) 
 impl<B: AutodiffInner, C: CheckpointStrategy> BackwardWithGrad for burn_autodiff::Autodiff<B, C> {
     fn backward_with_grad(tensor: FloatTensor<Self>, grad: FloatTensor<B>) -> Gradients {
         check_given_grad::<B>(&tensor.primitive, &grad);
-        let root = cached_root::<B>(&B::float_device(&grad));
+        // The root's value is never read: uploaded, not computed. A computed one (`float_zeros`)
+        // is an operation whose output no executed operation reads, and burn-fusion keeps such
+        // operations pending across the native LayerNorm's custom operations until a sync,
+        // merging them again at every registration: back to back, 20 calls cost 3.7 ms each
+        // on an H200 instead of about 0.1 ms. One root made once and cloned did the same
+        // (0.6-1.2 ms a call): Burn's one-element seed then stays pending as well. The upload
+        // costs host time instead: back to back on an H200, where the host paces the calls
+        // (16384x256, 4096x768), 2-4x the time of `y.backward()`; where the device paces them
+        // (d >= 2048) the saved seed shows and the upload does not.
+        let root = B::float_from_data(TensorData::new(vec![0.0f32], [1]), &B::float_device(&grad));
         let prep = <GivenGradBackward as Backward<B, 1>>::prepare::<C>(
             GivenGradBackward,
             [tensor.node.clone()],
