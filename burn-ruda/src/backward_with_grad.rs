@@ -128,10 +128,10 @@ impl<B: AutodiffInner, C: CheckpointStrategy> BackwardWithGrad for burn_autodiff
         // merging them again at every registration: back to back, 20 calls cost 3.7 ms each
         // on an H200 instead of about 0.1 ms. One root made once and cloned did the same
         // (0.6-1.2 ms a call), most likely because Burn's one-element seed, then the only dead
-        // operation, stays pending the same way. The upload
-        // costs host time instead: back to back on an H200, where the host paces the calls
-        // (16384x256, 4096x768), 2-4x the time of `y.backward()`; where the device paces them
-        // (d >= 2048) the saved seed shows and the upload does not.
+        // operation, stays pending the same way. The upload costs host time instead: back to
+        // back on an H200, where the host paces the calls (16384x256, 4096x768), 2-4x the time
+        // of `y.backward()`; where the device paces them (d >= 2048) the saved seed shows and
+        // the upload does not.
         let root = B::float_from_data(TensorData::new(vec![0.0f32], [1]), &B::float_device(&grad));
         let prep = <GivenGradBackward as Backward<B, 1>>::prepare::<C>(
             GivenGradBackward,
