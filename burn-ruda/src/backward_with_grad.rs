@@ -8,6 +8,9 @@
 //! layer as a training loop sees it, with its upstream gradient given), `backward_with_grad(y,
 //! dy)` starts the pass from `dy` itself. It records one node after `y` whose output is a single
 //! element and whose backward hands `dy` to `y`, so the seed Burn fills is that one element.
+//! Under [`crate::Autodiff`], [`crate::Ruda`] makes that element's buffer once per device and
+//! ends Burn's seed with an operation burn-fusion executes ([`GivenGradOps`]); under Burn's own
+//! autodiff the root is uploaded on every call ([`upload_root`]).
 //!
 //! Burn's autodiff has no such entry point, and its `Gradients` container and node API
 //! (`burn_autodiff::ops`) are public, so this is a small node of ours, like the LayerNorm node
@@ -19,7 +22,10 @@ use burn_autodiff::{
     grads::Gradients,
     ops::{Backward, Ops, OpsKind},
 };
-use burn_backend::{AutodiffBackend, Backend, TensorData, TensorMetadata, tensor::FloatTensor};
+use burn_backend::{
+    AutodiffBackend, Backend, TensorData, TensorMetadata,
+    tensor::{Device, FloatTensor},
+};
 use burn_tensor::Tensor;
 
 use crate::autodiff::Autodiff;
@@ -83,11 +89,19 @@ pub trait AutodiffInner: burn_backend::distributed::DistributedBackend {}
 impl<B: burn_backend::distributed::DistributedBackend> AutodiffInner for B {}
 
 /// The backward of the one-element node [`backward_with_grad`] records after the tensor: it
-/// registers the given gradient (its state) as its parent's.
-#[derive(Debug)]
-struct GivenGradBackward;
+/// registers the given gradient (its state) as its parent's, and hands Burn's one-element seed,
+/// its own gradient, to `release_seed`.
+struct GivenGradBackward<B: Backend> {
+    release_seed: fn(FloatTensor<B>),
+}
 
-impl<B: Backend> Backward<B, 1> for GivenGradBackward {
+impl<B: Backend> core::fmt::Debug for GivenGradBackward<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("GivenGradBackward")
+    }
+}
+
+impl<B: Backend> Backward<B, 1> for GivenGradBackward<B> {
     type State = FloatTensor<B>;
 
     fn backward(
@@ -96,8 +110,7 @@ impl<B: Backend> Backward<B, 1> for GivenGradBackward {
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        // The node's own gradient is Burn's one-element seed; the parent's is the given one.
-        drop(grads.consume::<B>(&ops.node));
+        (self.release_seed)(grads.consume::<B>(&ops.node));
         let [parent] = ops.parents;
         if let Some(parent) = parent {
             grads.register::<B>(parent.id, ops.state);
@@ -119,40 +132,68 @@ fn check_given_grad<B: Backend>(tensor: &FloatTensor<B>, grad: &FloatTensor<B>) 
     );
 }
 
+/// What a backend does for [`backward_with_grad`]'s node under [`crate::Autodiff`]: its
+/// one-element output (the root Burn's backward pass starts from) and the end of Burn's
+/// one-element seed (the root's gradient, which nothing reads).
+///
+/// Both exist for burn-fusion. An operation that no executed operation reads leaves its fusion
+/// block open: burn-fusion then defers every later operation of the stream, the native
+/// LayerNorm's included, until a sync or five open blocks, exploring the growing queue again at
+/// every registration. Back to back, 20 LayerNorm calls then cost 0.6-3.7 ms each on an H200
+/// instead of about 0.1 ms (`benches/results/2026-12-04-h200-given-grad-seed.md`). Burn's own
+/// autodiff, over any backend, uploads the root on every call ([`upload_root`]) and drops the
+/// seed, so over burn-fusion it defers so.
+pub trait GivenGradOps: Backend {
+    /// A one-element F32 tensor on `device`, whose value is never read.
+    fn given_grad_root(device: &Device<Self>) -> FloatTensor<Self>;
+
+    /// Ends the seed, a one-element tensor nothing else reads.
+    fn release_given_grad_seed(seed: FloatTensor<Self>);
+}
+
+/// The root uploaded from the host, as Burn's own autodiff takes it over any backend. On CUDA a
+/// copy from pageable host memory waits for the stream's earlier work, so every call waits for
+/// the device.
+pub fn upload_root<B: Backend>(device: &Device<B>) -> FloatTensor<B> {
+    B::float_from_data(TensorData::new(vec![0.0f32], [1]), device)
+}
+
+/// Records the node with output `root` after `tensor` and runs Burn's backward pass from it.
+fn backward_from_root<B: AutodiffInner, C: CheckpointStrategy>(
+    tensor: FloatTensor<burn_autodiff::Autodiff<B, C>>,
+    grad: FloatTensor<B>,
+    root: FloatTensor<B>,
+    release_seed: fn(FloatTensor<B>),
+) -> Gradients {
+    let prep = <GivenGradBackward<B> as Backward<B, 1>>::prepare::<C>(
+        GivenGradBackward { release_seed },
+        [tensor.node.clone()],
+    )
+    .compute_bound()
+    .stateful();
+    let root = match prep {
+        OpsKind::Tracked(prep) => prep.finish(grad, root),
+        // Nothing to differentiate: Burn's own backward of an untracked output.
+        OpsKind::UnTracked(prep) => prep.finish(root),
+    };
+    burn_autodiff::Autodiff::<B, C>::backward(root)
+}
+
 impl<B: AutodiffInner, C: CheckpointStrategy> BackwardWithGrad for burn_autodiff::Autodiff<B, C> {
     fn backward_with_grad(tensor: FloatTensor<Self>, grad: FloatTensor<B>) -> Gradients {
         check_given_grad::<B>(&tensor.primitive, &grad);
-        // The root's value is never read: uploaded, not computed. A computed one (`float_zeros`)
-        // is an operation whose output no executed operation reads, and burn-fusion keeps such
-        // operations pending across the native LayerNorm's custom operations until a sync,
-        // merging them again at every registration: back to back, 20 calls cost 3.7 ms each
-        // on an H200 instead of about 0.1 ms. One root made once and cloned did the same
-        // (0.6-1.2 ms a call), most likely because Burn's one-element seed, then the only dead
-        // operation, stays pending the same way. The upload costs host time instead: back to
-        // back on an H200, where the host paces the calls (16384x256, 4096x768), 2-4x the time
-        // of `y.backward()`; where the device paces them (d >= 2048) the saved seed shows and
-        // the upload does not.
-        let root = B::float_from_data(TensorData::new(vec![0.0f32], [1]), &B::float_device(&grad));
-        let prep = <GivenGradBackward as Backward<B, 1>>::prepare::<C>(
-            GivenGradBackward,
-            [tensor.node.clone()],
-        )
-        .compute_bound()
-        .stateful();
-        let root = match prep {
-            OpsKind::Tracked(prep) => prep.finish(grad, root),
-            // Nothing to differentiate: Burn's own backward of an untracked output.
-            OpsKind::UnTracked(prep) => prep.finish(root),
-        };
-        Self::backward(root)
+        let root = upload_root::<B>(&B::float_device(&grad));
+        backward_from_root::<B, C>(tensor, grad, root, drop)
     }
 }
 
-impl<B: LayerNormBackend + AutodiffInner, C: CheckpointStrategy> BackwardWithGrad
+impl<B: LayerNormBackend + GivenGradOps + AutodiffInner, C: CheckpointStrategy> BackwardWithGrad
     for Autodiff<B, C>
 {
     fn backward_with_grad(tensor: FloatTensor<Self>, grad: FloatTensor<B>) -> Gradients {
+        check_given_grad::<B>(&tensor.primitive, &grad);
         // Same tensors, same graph: the decorator's tensors are Burn's autodiff's.
-        burn_autodiff::Autodiff::<B, C>::backward_with_grad(tensor, grad)
+        let root = B::given_grad_root(&B::float_device(&grad));
+        backward_from_root::<B, C>(tensor, grad, root, B::release_given_grad_seed)
     }
 }

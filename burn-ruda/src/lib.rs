@@ -81,7 +81,7 @@ pub use autodiff::Autodiff;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub use backend::DefaultRuntime;
 pub use backend::{Inner, Ruda};
-pub use backward_with_grad::{BackwardWithGrad, backward_with_grad};
+pub use backward_with_grad::{BackwardWithGrad, GivenGradOps, backward_with_grad};
 pub use layer_norm::LayerNormBackend;
 
 #[cfg(feature = "cuda")]

@@ -16,6 +16,8 @@ use crate::transfer;
 
 // `ModuleOps::embedding_backward` for `Ruda`: its native kernel, wired into Burn.
 mod embedding_ops;
+// `GivenGradOps` for `Ruda`: the root and the seed of `backward_with_grad`'s node.
+mod given_grad_ops;
 // `LayerNormBackend` for `Ruda`: its native kernels, wired into Burn.
 mod layer_norm_ops;
 // `float_matmul` and `ModuleOps::linear*` for `Ruda`: native products where the runtime has them.

@@ -287,6 +287,33 @@ fn backward_with_grad_matches_the_product_and_sum() {
     }
 }
 
+/// Several `backward_with_grad` calls queued before any read, as a training loop queues them:
+/// each gets its own gradients, though `Ruda` hands every call's root out of one buffer.
+#[test]
+#[serial]
+fn backward_with_grad_calls_queued_together_each_get_their_gradients() {
+    let device = rdev();
+    let data = |seed, lo, hi| TensorData::new(values(seed, 12, lo, hi), [3, 4]);
+    let queued: Vec<_> = (0..3)
+        .map(|i| {
+            let x = Tensor::<RudaAd, 2>::from_data(data(60 + i, -2.0, 2.0), &device).require_grad();
+            let dy = Tensor::<R, 2>::from_data(data(70 + i, -1.0, 1.0), &device);
+            // d(exp(x))/dx = exp(x).
+            let expected = x.clone().inner().exp() * dy.clone();
+            let grads = backward_with_grad(x.clone().exp(), dy);
+            (x.grad(&grads).expect("x is tracked"), expected)
+        })
+        .collect();
+    for (i, (dx, expected)) in queued.into_iter().enumerate() {
+        assert_close_data(
+            &format!("call {i}: dx"),
+            dx.into_data(),
+            expected.into_data(),
+            1e-4,
+        );
+    }
+}
+
 #[test]
 #[should_panic(
     expected = "Backward with grad: the gradient's shape Shape { dims: [2, 4] } must be the tensor's Shape { dims: [2, 3] }"
