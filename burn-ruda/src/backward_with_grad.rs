@@ -142,7 +142,7 @@ fn check_given_grad<B: Backend>(tensor: &FloatTensor<B>, grad: &FloatTensor<B>) 
 /// every registration. Back to back, 20 LayerNorm calls then cost 0.6-3.7 ms each on an H200
 /// instead of about 0.1 ms (`benches/results/2026-12-04-h200-given-grad-seed.md`). Burn's own
 /// autodiff, over any backend, uploads the root on every call ([`upload_root`]) and drops the
-/// seed, so over burn-fusion it defers so.
+/// seed, whose block then stays open over burn-fusion.
 pub trait GivenGradOps: Backend {
     /// A one-element F32 tensor on `device`, whose value is never read.
     fn given_grad_root(device: &Device<Self>) -> FloatTensor<Self>;
