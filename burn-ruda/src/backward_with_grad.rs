@@ -139,8 +139,9 @@ fn check_given_grad<B: Backend>(tensor: &FloatTensor<B>, grad: &FloatTensor<B>) 
 /// Both exist for burn-fusion. An operation that no executed operation reads leaves its fusion
 /// block open: burn-fusion then defers every later operation of the stream, the native
 /// LayerNorm's included, until a sync or five open blocks, exploring the growing queue again at
-/// every registration. Back to back, 20 LayerNorm calls then cost 0.6-3.7 ms each on an H200
-/// instead of about 0.1 ms (`benches/results/2026-12-04-h200-given-grad-seed.md`). Burn's own
+/// every registration. Back to back on an H200, LayerNorm calls then cost 0.6-3.7 ms each
+/// instead of about 0.1 ms (`benches/results/2026-12-03-h200-layer-norm-given-grad.md`,
+/// `benches/results/2026-12-04-h200-given-grad-seed.md`). Burn's own
 /// autodiff, over any backend, uploads the root on every call ([`upload_root`]) and drops the
 /// seed, whose block then stays open over burn-fusion.
 pub trait GivenGradOps: Backend {
