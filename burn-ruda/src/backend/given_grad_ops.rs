@@ -1,13 +1,18 @@
-//! [`GivenGradOps`] for [`Ruda`]: the root of `backward_with_grad`'s node, uploaded once per
+//! [`GivenGradOps`] for [`Ruda`]: the root of `backward_with_grad`'s node, made once per
 //! runtime and device, and the end of Burn's seed.
 //!
-//! Uploaded on every call, the root costs a copy from pageable host memory, which on CUDA
-//! waits for the stream's earlier work: every `backward_with_grad` then waits for the device.
-//! So it is uploaded once. Under `fusion` each call registers that burn-cubecl tensor as a new
-//! fusion tensor, the way burn-fusion registers an uploaded one (an `Init` operation, not
-//! fusable, dropped after the backward pass), without the upload; and Burn's seed, a fused
-//! `ones` that nothing reads, is read by a custom operation that does nothing, which closes the
-//! seed's fusion block as the native LayerNorm backward closes `y.backward()`'s seed.
+//! Burn's backward pass reads nothing of its root but the shape, device and dtype (it seeds the
+//! root's gradient with ones of that shape), so one root serves every call.
+//! - Uploaded on every call, the root costs a copy from pageable host memory, which on CUDA
+//!   waits for the stream's earlier work: every `backward_with_grad` then waits for the device.
+//! - Under `fusion`, a root registered on every call costs two operations in burn-fusion's
+//!   stream (its `Init` and its `Drop`), each a pass of burn-fusion's thread where the host
+//!   paces LayerNorm calls. The cached fusion tensor keeps a clone, so the clones handed out are
+//!   read-only and dropping them registers nothing; no operation reads it, so it never ties a
+//!   stream to the one it was registered on.
+//! - Burn's seed, a fused `ones` that nothing reads, is read under `fusion` by a custom
+//!   operation that does nothing, which closes the seed's fusion block as the native LayerNorm
+//!   backward closes `y.backward()`'s seed.
 
 use core::any::{Any, TypeId};
 use std::sync::Mutex;
@@ -24,37 +29,45 @@ use burn_cubecl::{
 use super::Ruda;
 use crate::backward_with_grad::GivenGradOps;
 
-/// An uploaded root: the runtime's type, the device, and the `CubeTensor` of that runtime.
+/// A cached root: its tensor type, its device, the tensor.
 type CachedRoot = (TypeId, DeviceId, Box<dyn Any + Send + Sync>);
 
-/// The uploaded roots: one a runtime and device, for the life of the process.
+/// The cached roots: one a tensor type (burn-cubecl's of a runtime, or its fusion tensor) and
+/// device, for the life of the process.
 static ROOTS: Mutex<Vec<CachedRoot>> = Mutex::new(Vec::new());
 
-/// The one-element F32 burn-cubecl tensor of runtime `R` on `device`, uploaded the first time
-/// it is asked for. Clones share its buffer, so no kernel writes into it in place.
-fn cached_root<R, F, I, BT>(device: &Device<CubeBackend<R, F, I, BT>>) -> CubeTensor<R>
+/// The root of type `T` on `device`, made by `make` the first time it is asked for. Clones
+/// share one buffer, whose value nothing reads.
+fn cached_root<T>(device: DeviceId, make: impl FnOnce() -> T) -> T
 where
-    R: CubeRuntime,
-    F: FloatElement,
-    I: IntElement,
-    BT: BoolElement,
+    T: Clone + Send + Sync + 'static,
 {
-    let key = (TypeId::of::<R>(), device.id());
+    let key = (TypeId::of::<T>(), device);
     // A panic elsewhere while the lock was held leaves the list whole.
     let mut roots = ROOTS
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     let found = roots
         .iter()
-        .find(|(runtime, id, _)| (*runtime, *id) == key)
-        .and_then(|(_, _, root)| root.downcast_ref::<CubeTensor<R>>());
+        .find(|(tensor_type, id, _)| (*tensor_type, *id) == key)
+        .and_then(|(_, _, root)| root.downcast_ref::<T>());
     if let Some(root) = found {
         return root.clone();
     }
-    let root =
-        CubeBackend::<R, F, I, BT>::float_from_data(TensorData::new(vec![0.0f32], [1]), device);
+    let root = make();
     roots.push((key.0, key.1, Box::new(root.clone())));
     root
+}
+
+/// A one-element F32 burn-cubecl tensor of runtime `R` on `device`, uploaded.
+fn upload_cube_root<R, F, I, BT>(device: &Device<CubeBackend<R, F, I, BT>>) -> CubeTensor<R>
+where
+    R: CubeRuntime,
+    F: FloatElement,
+    I: IntElement,
+    BT: BoolElement,
+{
+    CubeBackend::<R, F, I, BT>::float_from_data(TensorData::new(vec![0.0f32], [1]), device)
 }
 
 #[cfg(feature = "fusion")]
@@ -65,17 +78,12 @@ mod fusion {
 
     use burn_backend::TensorMetadata;
     use burn_fusion::{
-        FusionBackend, FusionRuntime, NoOp,
+        NoOp,
         stream::{Operation, OperationStreams},
     };
-    use burn_ir::{
-        BackendIr, CustomOpIr, HandleContainer, InitOperationIr, OperationIr, OperationOutput,
-    };
+    use burn_ir::{BackendIr, CustomOpIr, InitOperationIr, OperationIr, OperationOutput};
 
-    type Cube<R, F, I, BT> = CubeBackend<R, F, I, BT>;
-    type CubeFusionRuntime<R, F, I, BT> = <Cube<R, F, I, BT> as FusionBackend>::FusionRuntime;
-    /// Names the backend without owning any of its types.
-    type BackendMarker<R, F, I, BT> = PhantomData<fn() -> (R, F, I, BT)>;
+    use crate::backend::cube_fusion::{BackendMarker, Cube, CubeFusionRuntime, Handles};
 
     /// Reads its one input and does nothing else: the seed's last use, which frees it.
     #[derive(Debug)]
@@ -91,12 +99,7 @@ mod fusion {
         I: IntElement,
         BT: BoolElement,
     {
-        fn execute(
-            &self,
-            handles: &mut HandleContainer<
-                <CubeFusionRuntime<R, F, I, BT> as FusionRuntime>::FusionHandle,
-            >,
-        ) {
+        fn execute(&self, handles: &mut Handles<R, F, I, BT>) {
             // Taken out of the container when this is its last use (a read-write input).
             for input in &self.desc.inputs {
                 drop(handles.get_handle(&input.id, &input.status));
@@ -112,19 +115,22 @@ mod fusion {
         BT: BoolElement,
     {
         fn given_grad_root(device: &Device<Self>) -> FloatTensor<Self> {
-            let root = cached_root::<R, F, I, BT>(device);
-            let (shape, dtype) = (root.shape(), root.dtype());
-            let client = burn_fusion::get_client::<Cube<R, F, I, BT>>(device);
-            let handle = Cube::<R, F, I, BT>::float_tensor_handle(root);
-            let desc =
-                InitOperationIr::create(shape, dtype, || client.register_tensor_handle(handle));
-            client
-                .register(
-                    OperationStreams::default(),
-                    OperationIr::Init(desc),
-                    NoOp::<Cube<R, F, I, BT>>::new(),
-                )
-                .output()
+            cached_root(device.id(), || {
+                // Registered once, the way burn-fusion registers an uploaded tensor.
+                let root = upload_cube_root::<R, F, I, BT>(device);
+                let (shape, dtype) = (root.shape(), root.dtype());
+                let client = burn_fusion::get_client::<Cube<R, F, I, BT>>(device);
+                let handle = Cube::<R, F, I, BT>::float_tensor_handle(root);
+                let desc =
+                    InitOperationIr::create(shape, dtype, || client.register_tensor_handle(handle));
+                client
+                    .register(
+                        OperationStreams::default(),
+                        OperationIr::Init(desc),
+                        NoOp::<Cube<R, F, I, BT>>::new(),
+                    )
+                    .output()
+            })
         }
 
         fn release_given_grad_seed(seed: FloatTensor<Self>) {
@@ -151,7 +157,7 @@ where
     // Without fusion every operation runs as it is called: a clone of the cached tensor is the
     // root, and the seed is dropped.
     fn given_grad_root(device: &Device<Self>) -> FloatTensor<Self> {
-        cached_root::<R, F, I, BT>(device)
+        cached_root(device.id(), || upload_cube_root::<R, F, I, BT>(device))
     }
 
     fn release_given_grad_seed(seed: FloatTensor<Self>) {

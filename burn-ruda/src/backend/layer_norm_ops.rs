@@ -48,20 +48,15 @@ mod fusion {
     use core::marker::PhantomData;
 
     use burn_backend::DType;
-    use burn_cubecl::CubeBackend;
     use burn_cubecl::tensor::CubeTensor;
     use burn_fusion::{
-        FusionBackend, FusionRuntime, FusionTensor,
+        FusionTensor,
         stream::{Operation, OperationStreams},
     };
-    use burn_ir::{CustomOpIr, HandleContainer, OperationIr, TensorIr};
+    use burn_ir::{CustomOpIr, OperationIr, TensorIr};
 
+    use crate::backend::cube_fusion::{BackendMarker, Cube, CubeFusionRuntime, Handles};
     use crate::layer_norm::stats_shape;
-
-    type Cube<R, F, I, BT> = CubeBackend<R, F, I, BT>;
-    type CubeFusionRuntime<R, F, I, BT> = <Cube<R, F, I, BT> as FusionBackend>::FusionRuntime;
-    type Handles<R, F, I, BT> =
-        HandleContainer<<CubeFusionRuntime<R, F, I, BT> as FusionRuntime>::FusionHandle>;
 
     /// Which native kernel a [`NativeOp`] runs.
     #[derive(Clone, Copy, Debug)]
@@ -71,9 +66,6 @@ mod fusion {
         /// Inputs `[x, gamma, dy, mean, rstd]`; outputs `[dx, dgamma, dbeta]`.
         Backward,
     }
-
-    /// Names the backend without owning any of its types.
-    type BackendMarker<R, F, I, BT> = PhantomData<fn() -> (R, F, I, BT)>;
 
     /// A native LayerNorm kernel queued in the fusion stream.
     struct NativeOp<R, F, I, BT> {
@@ -162,6 +154,14 @@ mod fusion {
             .expect("LayerNorm: one tensor per registered output")
     }
 
+    /// The forward's inputs, in the order [`NativeOp`] takes them: `[x, gamma]` or
+    /// `[x, gamma, beta]`.
+    fn forward_inputs<T>(tensor: T, gamma: T, beta: Option<T>) -> Vec<T> {
+        let mut inputs = vec![tensor, gamma];
+        inputs.extend(beta);
+        inputs
+    }
+
     impl<R, F, I, BT> LayerNormBackend for Ruda<R, F, I, BT>
     where
         R: ruda_runtime::Runtime + CubeRuntime,
@@ -179,15 +179,12 @@ mod fusion {
             beta: Option<FloatTensor<Self>>,
             epsilon: f64,
         ) -> [FloatTensor<Self>; 3] {
-            let shape = tensor.shape.clone();
+            let (shape, dtype) = (tensor.shape.clone(), tensor.dtype);
             let stats = stats_shape(&shape);
-            let dtype = tensor.dtype;
-            let mut inputs = vec![tensor, gamma];
-            inputs.extend(beta);
             register::<R, F, I, BT, 3>(
                 "ruda_layer_norm",
                 Kind::Forward { epsilon },
-                inputs,
+                forward_inputs(tensor, gamma, beta),
                 [
                     (shape, dtype),
                     (stats.clone(), DType::F32),
@@ -202,14 +199,11 @@ mod fusion {
             beta: Option<FloatTensor<Self>>,
             epsilon: f64,
         ) -> FloatTensor<Self> {
-            let shape = tensor.shape.clone();
-            let dtype = tensor.dtype;
-            let mut inputs = vec![tensor, gamma];
-            inputs.extend(beta);
+            let (shape, dtype) = (tensor.shape.clone(), tensor.dtype);
             let [out] = register::<R, F, I, BT, 1>(
                 "ruda_layer_norm_output",
                 Kind::Forward { epsilon },
-                inputs,
+                forward_inputs(tensor, gamma, beta),
                 [(shape, dtype)],
             );
             out

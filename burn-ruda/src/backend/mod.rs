@@ -14,6 +14,9 @@ use crate::layer_norm::{self, LayerNormBackend};
 use crate::signatures::*;
 use crate::transfer;
 
+// Names shared by `Ruda`'s operations in burn-fusion's stream.
+#[cfg(feature = "fusion")]
+mod cube_fusion;
 // `ModuleOps::embedding_backward` for `Ruda`: its native kernel, wired into Burn.
 mod embedding_ops;
 // `GivenGradOps` for `Ruda`: the root and the seed of `backward_with_grad`'s node.

@@ -314,6 +314,41 @@ fn backward_with_grad_calls_queued_together_each_get_their_gradients() {
     }
 }
 
+/// `backward_with_grad` from several threads at once, each its own burn-fusion stream: `Ruda`
+/// registers the shared root on whichever stream asks first, and the others use it without
+/// waiting on that stream or losing their gradients.
+#[test]
+#[serial]
+fn backward_with_grad_from_several_threads_each_get_their_gradients() {
+    let threads: Vec<_> = (0..3u64)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let device = rdev();
+                for i in 0..4 {
+                    let seed = 100 + 10 * t + i;
+                    let data = |seed, lo, hi| TensorData::new(values(seed, 20, lo, hi), [4, 5]);
+                    let x = Tensor::<RudaAd, 2>::from_data(data(seed, -2.0, 2.0), &device)
+                        .require_grad();
+                    let dy = Tensor::<R, 2>::from_data(data(seed + 5, -1.0, 1.0), &device);
+                    // d(x^2)/dx = 2x.
+                    let expected = x.clone().inner() * dy.clone() * 2.0;
+                    let grads = backward_with_grad(x.clone().powf_scalar(2.0), dy);
+                    let dx = x.grad(&grads).expect("x is tracked");
+                    assert_close_data(
+                        &format!("thread {t}, call {i}: dx"),
+                        dx.into_data(),
+                        expected.into_data(),
+                        1e-4,
+                    );
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("a thread's backward_with_grad failed");
+    }
+}
+
 #[test]
 #[should_panic(
     expected = "Backward with grad: the gradient's shape Shape { dims: [2, 4] } must be the tensor's Shape { dims: [2, 3] }"
