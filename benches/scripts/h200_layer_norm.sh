@@ -53,6 +53,11 @@ echo "   exit $?"
 # Back to back (20 calls, one synchronize), beside gpu_suite's @back-to-back rows.
 timeout 150 python3 benches/scripts/torch_layernorm_b2b.py float32 bfloat16 float16 $shapes >>"$out/torch.tsv" 2>&1
 echo "   exit $?"
+# The least any implementation's call can cost under this method: PyTorch moving the same bytes
+# with nothing to compute (f32; the shapes of the issue's bandwidth targets).
+timeout 90 python3 benches/scripts/torch_memory_floor.py float32 16384x1024 16384x2048 16384x4096 \
+  16384x8192 4096x8192 >>"$out/torch.tsv" 2>&1
+echo "   exit $?"
 # PyTorch's fixed cost of a synchronized call, beside gpu_suite's "a call that launches nothing":
 # a synchronize alone, and a one-element add then a synchronize (10 warm-up, median of 50).
 timeout 60 python3 - >>"$out/torch.tsv" 2>&1 <<'PY'

@@ -21,9 +21,12 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 CALLS = 20
 
 
-def per_call_us(fn, warmup=10, iters=50):
+def per_call_us(fn, warmup=10, iters=50, calls=CALLS):
+    """Median over `iters` samples (after `warmup`) of `calls` calls and one synchronize, per
+    call; `calls=1` is torch_layernorm.py's synchronized median."""
+
     def sample():
-        for _ in range(CALLS):
+        for _ in range(calls):
             fn()
 
     for _ in range(warmup):
@@ -34,7 +37,7 @@ def per_call_us(fn, warmup=10, iters=50):
         t = time.perf_counter()
         sample()
         torch.cuda.synchronize()
-        times.append((time.perf_counter() - t) * 1e6 / CALLS)
+        times.append((time.perf_counter() - t) * 1e6 / calls)
     times.sort()
     return times[len(times) // 2]
 
