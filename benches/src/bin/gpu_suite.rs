@@ -80,6 +80,10 @@ struct Options {
     /// Only these benchmark groups (comma-separated)
     #[arg(long, value_name = "A,B")]
     groups: Option<String>,
+    /// Only the benchmark cases whose name contains one of these (comma-separated), e.g.
+    /// `16384x2048/fwdbwd-dy-x20` (to profile one case under Nsight Compute)
+    #[arg(long, value_name = "A,B")]
+    cases: Option<String>,
 }
 
 fn main() {
@@ -211,12 +215,20 @@ fn benchmarks(options: &Options) {
         println!("# {c}: {}", c.backend_type());
     }
     let groups: Option<Vec<&str>> = options.groups.as_deref().map(|g| g.split(',').collect());
+    let cases: Option<Vec<&str>> = options.cases.as_deref().map(|c| c.split(',').collect());
     println!("\ngroup\tcase\tbackend\tmedian_us\tthroughput\tdevice");
     let mut rows = Vec::new();
     for workload in suite(options.quick) {
         if groups
             .as_ref()
             .is_some_and(|g| !g.contains(&workload.group()))
+        {
+            continue;
+        }
+        let case = workload.case();
+        if cases
+            .as_ref()
+            .is_some_and(|c| !c.iter().any(|part| case.contains(part)))
         {
             continue;
         }
