@@ -14,8 +14,8 @@
 //! RUDA_BENCH_BACKENDS=ruda-wgpu,burn-wgpu cargo bench -p ruda-benches --bench backends
 //! cargo test -p ruda-benches --benches               # quick sizes, each benchmark run once
 //! ```
-//! The GPU suite (`gpu_suite --benchmarks`) runs the same workloads with DESIGN.md's fixed
-//! warm-up/median plan and writes the CSV behind the README's tables and plots.
+//! The GPU suite (`gpu_suite --benchmarks`) runs the same workloads with the fixed
+//! warm-up/median plan and writes the CSV behind `docs/perf/`'s tables and plots.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use ruda_benches::contenders::Contender;

@@ -54,7 +54,7 @@ impl Product {
     }
 }
 
-/// The products of one layer of DESIGN.md's transformer (d_model 512, 8 heads, d_ff 2048, batch
+/// The products of one layer of the benchmarked transformer (d_model 512, 8 heads, d_ff 2048, batch
 /// 32, seq 256): the q/k/v/output projections, the feed-forward layers, the attention scores.
 pub const CASES: [Product; 4] = [
     Product::Linear {

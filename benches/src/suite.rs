@@ -78,7 +78,7 @@ pub fn quick_mode(contenders: &[Contender]) -> bool {
         || (contenders.iter().all(Contender::on_cpu) && !env_is("RUDA_BENCH_FULL"))
 }
 
-/// The warm-up and timed calls for `workload` on `contender`: DESIGN.md's 10 + 50 for LayerNorm
+/// The warm-up and timed calls for `workload` on `contender`: `docs/perf/README.md`'s 10 + 50 for LayerNorm
 /// on a GPU, fewer for training steps and on CPUs (a transformer step on NdArray takes seconds).
 pub fn timing_plan(contender: &Contender, workload: &Workload) -> TimingPlan {
     let step = matches!(

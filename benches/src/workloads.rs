@@ -37,7 +37,8 @@ pub struct TransformerSize {
 }
 
 impl TransformerSize {
-    /// DESIGN.md's step: 6 layers, d_model 512, 8 heads, d_ff 2048, seq 256, batch 32.
+    /// The benchmarked step (`docs/perf/training-step.md`): 6 layers, d_model 512, 8 heads,
+    /// d_ff 2048, seq 256, batch 32.
     pub const DESIGN: TransformerSize = TransformerSize {
         layers: 6,
         d_model: 512,

@@ -1,11 +1,12 @@
 //! burn-ruda: the Burn backend for ruda devices.
 //!
 //! [`Ruda`] is a Burn backend: every tensor operation is Burn's own (burn-cubecl's kernels,
-//! behind Burn's fusion engine when the `fusion` feature is on), except LayerNorm, the ruda
-//! runtime's native fused kernel, the embedding table's gradient for tables of up to 1024
-//! rows, a native kernel that replaces Burn's serial one ([`embedding`]), and, on CUDA, matrix
-//! products and linear layers, which run through cuBLAS ([`matmul`]). [`Autodiff`] is a drop-in
-//! for `burn::backend::Autodiff` that also runs the LayerNorm *backward* as one native kernel.
+//! behind Burn's fusion engine when the `fusion` feature is on), except the native ones of
+//! [`ops`]: LayerNorm, softmax and log-softmax (one fused kernel each, on every runtime), the
+//! embedding table's gradient for tables of up to 1024 rows, and, on CUDA, matrix products and
+//! linear layers, which run through cuBLAS. [`Autodiff`] is a drop-in for
+//! `burn::backend::Autodiff` that also records LayerNorm, softmax and log-softmax as one node
+//! each, with a native backward.
 //!
 //! ```text
 //! // Before                                  // After
@@ -24,30 +25,31 @@
 //! ```
 //!
 //! With `burn` itself, the same swap is one type alias: models generic over `B: Backend`
-//! (`burn::nn::LayerNorm`, `burn::nn::transformer::*`) then use the native kernels unchanged.
+//! (`burn::nn::LayerNorm`, `burn::nn::transformer::*`, `burn::nn::loss::CrossEntropyLoss`) then
+//! use the native kernels unchanged.
 //!
-//! # How it is built
+//! # How it is built (layers, from the bottom)
 //! - [`signatures`]: the one list of Burn 0.21's backend method signatures and the macros that
-//!   generate the delegating implementations of [`Ruda`] and [`Autodiff`] from it.
-//! - [`embedding`]: the native embedding backward, used by Burn's autodiff for the gradient of
-//!   `burn::nn::Embedding` (under [`Autodiff`] and Burn's own `Autodiff` alike).
-//! - [`layer_norm`]: the native LayerNorm as a custom operation of the fusion stream, and the
-//!   [`LayerNormBackend`] trait the autodiff decorator uses.
-//! - [`matmul`]: `float_matmul` and `ModuleOps::linear` and its three gradients as native
-//!   products where the runtime has them (cuBLAS on [`RudaCuda`]), Burn's elsewhere.
-//! - [`autodiff`]: the decorator, recording LayerNorm as one autodiff node (memory-bound: under
-//!   Burn's `BalancedCheckpointing` its output is recomputed by one more native forward).
-//! - [`backward_with_grad`]: the backward pass from an output whose gradient is given
+//!   generate the delegating implementations of [`Ruda`] and [`Autodiff`] from it, and the
+//!   trait of the methods they implement themselves.
+//! - [`ops`]: one file per native operation, each a capability trait where the decorator needs
+//!   one, the kernel on burn-cubecl tensors, and `Ruda`'s implementation through one helper
+//!   that launches it or queues it in burn-fusion's stream.
+//! - [`backend`]: [`Ruda`] itself, delegating to [`Inner`] and dispatching its own methods to
+//!   [`ops`].
+//! - [`autodiff`]: the decorator, recording the native operations as one node each, and
+//!   [`backward_with_grad`], the backward pass from an output whose gradient is given
 //!   (PyTorch's `y.backward(dy)`), under [`Autodiff`] and Burn's own autodiff alike.
 //!
 //! # Features
 //! - `fusion` (default): delegate to `burn_fusion::Fusion<CubeBackend<R>>`; the native
-//!   LayerNorm kernels are custom operations of the fusion stream. Without it, `Ruda`
-//!   delegates to `CubeBackend<R>` and launches them directly.
+//!   kernels are custom operations of the fusion stream. Without it, `Ruda` delegates to
+//!   `CubeBackend<R>` and launches them directly.
 //! - `wgpu`, `cuda` (default): the runtimes [`RudaWgpu`] and [`RudaCuda`].
 //! - `distributed`: Burn's collective operations (`DistributedBackend`) on [`Ruda`] and
 //!   [`Autodiff`], for burn-train's DDP strategy (all-reduce through NCCL on CUDA). Off by
 //!   default, as in Burn. burn-train's multi-device strategy needs no feature.
+//! - `counters`: count the native kernels' launches ([`ops::counters`]), for tests.
 //!
 //! # Several devices
 //! Tensors move between devices with Burn's `to_device`. Where the runtime has no
@@ -55,10 +57,9 @@
 //! Burn 0.21's transfer, which leaves the destination unwritten there ([`transfer`]).
 //!
 //! # Not done yet
-//! - Only `layer_norm`, `embedding_backward`, and on CUDA `float_matmul` and the `linear` ops are
-//!   native; every other op (including the other normalizations, convolutions and Burn's
-//!   `attention` module op, which composes `float_matmul`) is Burn's.
-//! - [`Autodiff`] requires a [`LayerNormBackend`] inner backend (any [`Ruda`]); for other
+//! - Every op not in [`ops`] (the other normalizations, convolutions, Burn's `attention` module
+//!   op, which composes `float_matmul`) is Burn's.
+//! - [`Autodiff`] requires a [`NativeBackend`] inner backend (any [`Ruda`]); for other
 //!   backends use `burn::backend::Autodiff`.
 
 #![warn(missing_docs)]
@@ -68,21 +69,18 @@ pub mod signatures;
 
 pub mod autodiff;
 pub mod backend;
-pub mod backward_with_grad;
 #[cfg(feature = "distributed")]
 pub mod distributed;
-pub mod embedding;
-pub mod layer_norm;
-pub mod matmul;
+pub mod ops;
 pub mod rebind;
 pub mod transfer;
 
-pub use autodiff::Autodiff;
+pub use autodiff::backward_with_grad::{BackwardWithGrad, backward_with_grad};
+pub use autodiff::{Autodiff, NativeBackend};
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub use backend::DefaultRuntime;
 pub use backend::{Inner, Ruda};
-pub use backward_with_grad::{BackwardWithGrad, GivenGradOps, backward_with_grad};
-pub use layer_norm::LayerNormBackend;
+pub use ops::{GivenGradOps, LayerNormBackend, RudaRuntime, SoftmaxBackend};
 
 #[cfg(feature = "cuda")]
 pub use ruda_runtime::RudaCuda;

@@ -10,10 +10,10 @@
 //! [`crate::Autodiff`] are generated from this list, so no method is wired by hand.
 //!
 //! Notation inside the list:
-//! - `#[own] fn ...` — the wrapper implements this method itself, through the "own" trait
-//!   named by the caller (`Backend::sync`, `ModuleOps::layer_norm`,
-//!   `ModuleOps::embedding_backward`, the four `*_to_device`, `float_matmul` and the four
-//!   `linear*` methods);
+//! - `#[own] fn ...` — the wrapper implements this method itself, through [`OwnOps`], the trait
+//!   of every `#[own]` method, generated from the list by [`declare_own_ops!`]
+//!   (`Backend::sync`, `ModuleOps::layer_norm`, `ModuleOps::embedding_backward`, the softmaxes
+//!   of `ActivationOps`, the four `*_to_device`, `float_matmul` and the four `linear*` methods);
 //! - `#[rebind] arg: T<Self>` / `-> T<Self> => rebind` — a struct generic over the backend
 //!   (`TensorPrimitive<B>`, `MaxPool2dWithIndices<B>`, ...) whose fields are primitives: it is
 //!   rebuilt field by field for the other backend (see [`crate::rebind`]);
@@ -401,9 +401,9 @@ macro_rules! with_backend_signatures {
             fn sigmoid_backward(output: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self>;
             fn hard_sigmoid(tensor: FloatTensor<Self>, alpha: Scalar, beta: Scalar) -> FloatTensor<Self>;
             fn log_sigmoid(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-            fn softmax(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
-            fn log_softmax(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
-            fn softmin(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
+            #[own] fn softmax(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
+            #[own] fn log_softmax(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
+            #[own] fn softmin(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
             fn log_sigmoid_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self>;
         }
         ops QTensorOps {
@@ -494,6 +494,40 @@ macro_rules! with_backend_signatures {
         }
     };
 }
+
+/// Declares [`OwnOps`]: the `#[own]` methods of a signature list, as one trait that
+/// [`crate::Ruda`] and [`crate::Autodiff`] both implement (the context is ignored).
+macro_rules! declare_own_ops {
+    ($ctx:tt $( $kind:ident $trait:ident $([$($assoc:tt)*])? { $($fns:tt)* } )*) => {
+        /// The methods of the signature list that a wrapper implements itself (`#[own]` in the
+        /// list); the others are delegated.
+        pub(crate) trait OwnOps: Backend {
+            $( own_ops_item! { $($fns)* } )*
+        }
+    };
+}
+
+/// The declarations of the `#[own]` methods among `fns`.
+macro_rules! own_ops_item {
+    ($(
+        $(#[$how:ident])?
+        fn $name:ident $([$($gen:tt)*])?
+            ( $( $(#[$arg_conv:ident])? $arg:ident : $arg_ty:ty ),* )
+            $(-> $ret:ty)? $(where [$($wc:tt)*])? $(=> $ret_conv:ident)? ;
+    )*) => {
+        $( own_ops_decl! { $($how)? ; fn $name $([$($gen)*])? ( $( $arg : $arg_ty ),* ) $(-> $ret)? $(where [$($wc)*])? } )*
+    };
+}
+
+/// One declaration: written for `own`, nothing otherwise.
+macro_rules! own_ops_decl {
+    (own ; fn $name:ident $([$($gen:tt)*])? ( $( $arg:ident : $arg_ty:ty ),* ) $(-> $ret:ty)? $(where [$($wc:tt)*])?) => {
+        fn $name $($($gen)*)? ( $( $arg : $arg_ty ),* ) $(-> $ret)? $(where $($wc)*)?;
+    };
+    ($($other:tt)*) => {};
+}
+
+with_backend_signatures!(declare_own_ops! { {} });
 
 /// Writes one delegating `impl` per section of a signature list (see the module docs).
 ///

@@ -53,7 +53,7 @@ pub use crate::autotune::settings::ENV_COMPILATION_CACHE;
 
 /// The subdirectory CubeCL's CUDA runtime writes its PTX cache to under the root it is given:
 /// `cuda/<cubecl version>/ptx`.
-pub const CUDA_PTX_SUBDIR: [&str; 3] = ["cuda", crate::CUBECL_VERSION, "ptx"];
+pub const CUDA_PTX_SUBDIR: [&str; 3] = ["cuda", crate::version::CUBECL_VERSION, "ptx"];
 
 /// The directory of the compiled kernels of devices whose fingerprint hashes to `hash`.
 pub fn directory(hash: &str) -> PathBuf {

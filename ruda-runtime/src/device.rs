@@ -347,7 +347,10 @@ pub fn describe_all() -> Vec<DeviceDescription> {
 
     #[cfg(feature = "cuda")]
     {
-        use crate::{RudaCuda, Runtime, runtime::cuda};
+        use crate::{
+            hooks::Runtime,
+            runtime::cuda::{self, RudaCuda},
+        };
         use cubecl::Runtime as _;
         for index in 0..cuda::cuda_device_count() {
             let Some(report) = cuda::cuda_device_report(index) else {
@@ -372,7 +375,10 @@ pub fn describe_all() -> Vec<DeviceDescription> {
 
     #[cfg(feature = "wgpu")]
     {
-        use crate::{RudaWgpu, Runtime, runtime::wgpu};
+        use crate::{
+            hooks::Runtime,
+            runtime::wgpu::{self, RudaWgpu},
+        };
         use cubecl::Runtime as _;
         for (device, info) in wgpu::wgpu_adapters() {
             let client = RudaWgpu::client(&device);
@@ -414,7 +420,10 @@ pub fn print_devices() -> usize {
             if d.native_layer_norm { "yes" } else { "no" }
         );
         match &d.fingerprint {
-            Some(fp) => std::println!("    fingerprint {} = {fp}", crate::fingerprint_hash(fp)),
+            Some(fp) => std::println!(
+                "    fingerprint {} = {fp}",
+                crate::fingerprint::fingerprint_hash(fp)
+            ),
             None => std::println!(
                 "    fingerprint: none (driver identity unknown; autotune results stay in memory)"
             ),

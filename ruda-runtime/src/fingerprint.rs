@@ -19,8 +19,8 @@ impl DriverFingerprint {
     pub fn new(runtime: &str) -> Self {
         let mut fingerprint = Self::default();
         fingerprint.push("runtime", runtime);
-        fingerprint.push("ruda-runtime", crate::RUDA_RUNTIME_VERSION);
-        fingerprint.push("cubecl", crate::CUBECL_VERSION);
+        fingerprint.push("ruda-runtime", crate::version::RUDA_RUNTIME_VERSION);
+        fingerprint.push("cubecl", crate::version::CUBECL_VERSION);
         fingerprint
     }
 

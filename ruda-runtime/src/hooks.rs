@@ -9,7 +9,12 @@ use cubecl::client::ComputeClient;
 ///
 /// Every method of [`cubecl::Runtime`] (compiler, server, device, client, name, launch limits,
 /// device enumeration) comes from CubeCL; this trait adds the ruda hooks, all with defaults, so
-/// that any CubeCL runtime becomes a ruda runtime with an empty `impl`:
+/// that any CubeCL runtime becomes a ruda runtime with an empty `impl`.
+///
+/// A runtime supplies native LayerNorm by implementing the three LayerNorm hooks: with kernels
+/// of its own, or with ruda's portable ones (written once in CubeCL for every runtime) through
+/// [`portable_layer_norm_hooks!`](crate::portable_layer_norm_hooks), as [`crate::RudaCuda`] and
+/// [`crate::RudaWgpu`] do. Backends call the hooks only when `has_native_layer_norm` is true.
 ///
 /// ```
 /// #[derive(Debug, Clone)]
@@ -43,7 +48,8 @@ pub trait Runtime: cubecl::Runtime {
         false
     }
 
-    /// Native LayerNorm, returning output, mean and reciprocal standard deviation.
+    /// Native LayerNorm, returning output, mean and reciprocal standard deviation (the contract
+    /// of [`crate::layer_norm::layer_norm_forward`]).
     fn layer_norm(
         _client: &ComputeClient<Self>,
         _input: TensorBuffer,
@@ -54,7 +60,8 @@ pub trait Runtime: cubecl::Runtime {
         unimplemented!("runtime does not supply native LayerNorm")
     }
 
-    /// Native LayerNorm gradients, returning input, weight and bias gradients.
+    /// Native LayerNorm gradients, returning input, weight and bias gradients (the contract of
+    /// [`crate::layer_norm::layer_norm_backward`]).
     fn layer_norm_backward(
         _client: &ComputeClient<Self>,
         _input: TensorBuffer,
@@ -74,7 +81,9 @@ pub trait Runtime: cubecl::Runtime {
 
     /// Native `lhs x rhs` (`[.., m, k] x [.., k, n]`, batch dimensions broadcast), returning a
     /// fresh row-major buffer of `lhs`'s dtype. Called only when [`Runtime::has_native_matmul`]
-    /// is true, with equal float dtypes and layouts [`crate::matmul::plan`] accepts.
+    /// is true, with equal float dtypes and shapes [`crate::matmul::output_shape`] accepts; an
+    /// operand whose strides no GEMM operand describes is the runtime's to copy (see
+    /// [`crate::matmul::plan`]).
     fn matmul(
         _client: &ComputeClient<Self>,
         _lhs: TensorBuffer,
@@ -95,4 +104,42 @@ pub trait Runtime: cubecl::Runtime {
     fn autotune_driver_fingerprint(_client: &ComputeClient<Self>) -> Option<String> {
         None
     }
+}
+
+/// The three LayerNorm hooks of [`Runtime`] for a runtime that runs ruda's portable kernels
+/// (autotuned, [`crate::layer_norm`]), written inside its `impl ruda_runtime::Runtime`:
+///
+/// ```ignore
+/// impl ruda_runtime::Runtime for MyRuntime {
+///     ruda_runtime::portable_layer_norm_hooks!();
+/// }
+/// ```
+#[macro_export]
+macro_rules! portable_layer_norm_hooks {
+    () => {
+        fn has_native_layer_norm() -> bool {
+            true
+        }
+
+        fn layer_norm(
+            client: &$crate::cubecl::client::ComputeClient<Self>,
+            input: $crate::TensorBuffer,
+            weight: $crate::TensorBuffer,
+            bias: Option<$crate::TensorBuffer>,
+            epsilon: f64,
+        ) -> [$crate::TensorBuffer; 3] {
+            $crate::layer_norm::layer_norm_forward(client, input, weight, bias, epsilon)
+        }
+
+        fn layer_norm_backward(
+            client: &$crate::cubecl::client::ComputeClient<Self>,
+            input: $crate::TensorBuffer,
+            weight: $crate::TensorBuffer,
+            grad: $crate::TensorBuffer,
+            mean: $crate::TensorBuffer,
+            rstd: $crate::TensorBuffer,
+        ) -> [$crate::TensorBuffer; 3] {
+            $crate::layer_norm::layer_norm_backward(client, input, weight, grad, mean, rstd)
+        }
+    };
 }

@@ -3,12 +3,12 @@
 //! A ruda runtime is a [CubeCL runtime](cubecl::Runtime) that also implements [`Runtime`]: native
 //! fused LayerNorm hooks and a driver fingerprint for persistent autotuning. This crate provides
 //! the trait, the buffer type its hooks exchange ([`TensorBuffer`]), the two ruda runtimes
-//! ([`RudaCuda`] and [`RudaWgpu`]), the LayerNorm kernels, the embedding-backward kernel
-//! ([`embedding`], runtime-independent), native matrix products (cuBLAS on [`RudaCuda`],
+//! ([`RudaCuda`] and [`RudaWgpu`]), and one folder per native operation, each written once in
+//! CubeCL for every runtime: [`layer_norm`], [`softmax`] (softmax and log-softmax), [`embedding`]
+//! (the embedding table's gradient); plus native matrix products (cuBLAS on [`RudaCuda`],
 //! [`matmul`]), device discovery ([`device`]), a sync that waits on CubeCL's device thread
-//! ([`sync()`]), and
-//! persistent autotuning and compiled kernels, keyed by the driver fingerprint ([`autotune`],
-//! [`compilation_cache`]).
+//! ([`sync()`]), and persistent autotuning and compiled kernels, keyed by the driver fingerprint
+//! ([`autotune`], [`compilation_cache`]).
 //!
 //! Everything a third party needs to write its own ruda runtime is re-exported here: the CubeCL
 //! crate itself and its client, compiler, server and task types.
@@ -22,21 +22,26 @@ pub mod compilation_cache;
 pub mod device;
 pub mod embedding;
 mod fingerprint;
+mod group_reduce;
 pub mod hooks;
 pub mod layer_norm;
 mod layout;
 pub mod matmul;
 pub mod process;
 pub mod runtime;
+pub mod softmax;
 mod sync;
 pub mod tensor_buffer;
+mod version;
 
-pub use autotune::layer_norm::{layer_norm_backward, layer_norm_forward};
 pub use embedding::embedding_backward;
 pub use fingerprint::{DriverFingerprint, fingerprint_hash};
 pub use hooks::Runtime;
+pub use layer_norm::{layer_norm_backward, layer_norm_forward};
+pub use softmax::{softmax_backward, softmax_forward};
 pub use sync::sync;
 pub use tensor_buffer::TensorBuffer;
+pub use version::{CUBECL_VERSION, RUDA_RUNTIME_VERSION};
 
 #[cfg(feature = "cuda")]
 pub use runtime::cuda::RudaCuda;
@@ -50,7 +55,7 @@ pub use cubecl;
 
 /// The CubeCL types a ruda runtime is made of.
 pub mod prelude {
-    pub use crate::{Runtime, TensorBuffer};
+    pub use crate::{hooks::Runtime, tensor_buffer::TensorBuffer};
     pub use burn_backend::DType;
     pub use cubecl::{
         Compiler, CubeTask, Runtime as CubeRuntime,
@@ -61,8 +66,3 @@ pub mod prelude {
         zspace::{Shape, Strides},
     };
 }
-
-/// The version of this crate, part of every fingerprint: a new runtime library gets a new one.
-pub const RUDA_RUNTIME_VERSION: &str = env!("CARGO_PKG_VERSION");
-/// The CubeCL version this crate is built against, part of every fingerprint.
-pub const CUBECL_VERSION: &str = "0.10.0";

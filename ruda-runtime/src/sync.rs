@@ -7,7 +7,7 @@
 //! launches then wait for the end of that sleep, so a loop of synchronized calls whose kernels
 //! run longer than the spin pays up to 200 us a call (H200: 16384x8192 f16 LayerNorm forward,
 //! 373 us synchronized against 169 us between two syncs on the device thread;
-//! `benches/results/2026-12-03-h200-layer-norm-sync.md`).
+//! `docs/perf/host-launch.md`).
 //!
 //! [`sync`] waits on the device thread instead, as CubeCL's own profiler does
 //! (`start_profile` blocks there on the same fence), so that thread wakes with the device and

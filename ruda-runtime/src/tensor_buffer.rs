@@ -64,7 +64,7 @@ impl TensorBuffer {
     /// Allocates `N` uninitialised row-major buffers that live and die together (a call's
     /// statistics, its column sums) in one storage buffer, each at an aligned offset: one task
     /// for CubeCL's device thread instead of `N`. That thread launches every kernel of a
-    /// training step and paces the step (`benches/results/2026-12-02-h200-host-profile.md`).
+    /// training step and paces the step (`docs/perf/host-launch.md`).
     /// The storage is freed when the last of the `N` is dropped.
     pub fn empty_together<R: cubecl::Runtime, const N: usize>(
         client: &ComputeClient<R>,

@@ -11,10 +11,8 @@
 //! the shared checks, with rows of every kind and a transposed input.
 
 use cubecl::wgpu::WgpuDevice;
-use ruda_runtime::autotune::layer_norm::{
-    BACKWARD_CANDIDATES, CANDIDATES, Candidate, LayerNormKey,
-};
 use ruda_runtime::cubecl::{self, Runtime as _, client::ComputeClient, zspace::Shape};
+use ruda_runtime::layer_norm::tune::{BACKWARD_CANDIDATES, CANDIDATES, Candidate, LayerNormKey};
 use ruda_runtime::layer_norm::{ColumnSums, Variant};
 use ruda_runtime::prelude::DType;
 use ruda_runtime::{RudaWgpu, TensorBuffer};

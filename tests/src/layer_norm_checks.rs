@@ -11,7 +11,7 @@
 use cubecl::prelude::*;
 use cubecl::zspace::{Shape, Strides};
 use ruda_runtime::TensorBuffer;
-use ruda_runtime::autotune::Candidate;
+use ruda_runtime::layer_norm::tune::Candidate;
 use ruda_runtime::layer_norm::{
     ColumnSums, Reduction, Strategy, Variant, layer_norm_backward_with, layer_norm_forward_with,
 };
@@ -455,7 +455,7 @@ pub fn every_candidate<Rt: Runtime>(
 /// are skipped elsewhere), short rows, odd d, many rows. Each that runs must match the
 /// reference forward and backward, and every candidate must run somewhere.
 pub fn every_autotune_candidate<Rt: Runtime>(client: &ComputeClient<Rt>) {
-    use ruda_runtime::autotune::layer_norm::BACKWARD_CANDIDATES;
+    use ruda_runtime::layer_norm::tune::BACKWARD_CANDIDATES;
     let shapes: &[&[usize]] = &[
         &[3, 65536],
         &[2, 40000],

@@ -3,13 +3,18 @@
 //!
 //! - [`differential`]: every Burn op family and the gradients of an MLP, a CNN and a
 //!   `TransformerEncoder` on a ruda backend against NdArray, on random inputs;
+//! - [`launches`]: the native kernels' launch counts;
 //! - [`reference`]: LayerNorm forward and backward in f64 on the host;
 //! - [`layer_norm_checks`]: every LayerNorm variant and autotune candidate of a ruda runtime
 //!   against that reference, at edge and long shapes;
+//! - [`softmax_checks`]: every softmax variant and autotune candidate of a ruda runtime against
+//!   an f64 reference, over every dimension and special value;
 //! - [`plain_runtime`]: a CubeCL runtime with nothing of ruda's, to test the defaults and the
 //!   composed fallbacks.
 
 pub mod differential;
+pub mod launches;
 pub mod layer_norm_checks;
 pub mod plain_runtime;
 pub mod reference;
+pub mod softmax_checks;

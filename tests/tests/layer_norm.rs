@@ -310,7 +310,7 @@ fn forcing_plane_reduction_without_plane_ops_panics() {
 
 #[test]
 fn every_candidate() {
-    use ruda_runtime::autotune::layer_norm::{BACKWARD_CANDIDATES, CANDIDATES};
+    use ruda_runtime::layer_norm::tune::{BACKWARD_CANDIDATES, CANDIDATES};
     assert_eq!(CANDIDATES.len(), 8);
     assert_eq!(BACKWARD_CANDIDATES.len(), 12);
     let shapes: &[&[usize]] = &[

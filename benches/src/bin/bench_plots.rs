@@ -8,8 +8,8 @@
 //!
 //! ```text
 //! cargo run --release -p ruda-benches --bin bench_plots -- \
-//!     --csv benches/results/X-h200-benchmarks.csv --torch benches/results/X-h200-torch.tsv \
-//!     --title "NVIDIA H200, 2026-11-30" --out benches/results/plots
+//!     --csv OUT/benchmarks.csv --torch OUT/torch.tsv \
+//!     --title "NVIDIA H200, 2026-11-30" --out docs/perf/plots
 //! ```
 
 use std::collections::BTreeSet;
@@ -48,7 +48,7 @@ struct Cli {
     #[arg(long, value_name = "FILE")]
     torch: Option<PathBuf>,
     /// Where the SVGs and tables.md go
-    #[arg(long, value_name = "DIR", default_value = "benches/results/plots")]
+    #[arg(long, value_name = "DIR", default_value = "docs/perf/plots")]
     out: PathBuf,
     /// The plots' title (the device and date)
     #[arg(long, default_value = "")]

@@ -22,7 +22,7 @@
 //! Sections: the device list with fingerprints; LayerNorm correctness on CUDA and on the wgpu
 //! GPU (or the CPU adapter when there is no GPU) against an f64 host reference; benchmarks of the
 //! native kernels (default rule and every variant) and of Burn's composed LayerNorm under
-//! `burn::backend::Autodiff`, timed as DESIGN.md says (wall clock + sync, warm-up, median); the
+//! `burn::backend::Autodiff`, timed as `docs/perf/README.md` says (wall clock + sync, warm-up, median); the
 //! differential suite of `ruda_tests::differential` (every Burn op family and the gradients of
 //! three models against NdArray) on CUDA and on the wgpu GPU.
 //! Benchmark rows use `torch_layernorm.py`'s format. Exits non-zero if a check fails.
@@ -305,7 +305,7 @@ fn matmul_only() {
         }
         println!(
             "# native products run by this process so far: {}",
-            burn_ruda::matmul::native_matmul_calls()
+            ruda_tests::launches::matmul()
         );
     }
     #[cfg(feature = "cuda")]
@@ -586,7 +586,7 @@ fn suite<R: Runtime>(name: &str, device: &R::Device, options: &Options) -> usize
 /// The differential suite (every op family against NdArray; gradients of an MLP, a CNN and a
 /// `TransformerEncoder` under `burn_ruda::Autodiff<B>` against `Autodiff<NdArray>`) on `B`, the
 /// same checks `tests/tests/backend/burn_backend.rs` runs on lavapipe; returns the failures.
-fn differential<B: burn_ruda::LayerNormBackend>(
+fn differential<B: burn_ruda::NativeBackend>(
     name: &str,
     device: &B::Device,
     only: Option<&str>,
@@ -619,7 +619,7 @@ fn differential<B: burn_ruda::LayerNormBackend>(
         .sum();
     println!(
         "# native matrix products run so far: {}",
-        burn_ruda::matmul::native_matmul_calls()
+        ruda_tests::launches::matmul()
     );
     failures
 }

@@ -22,7 +22,7 @@
 //! `ItemLazy` makes them). [`ReadPoint::MetricsThread`] turns burn-train's behaviour back on, for
 //! comparison.
 //!
-//! On the H200 (benches/results/2026-12-01-h200-learner-read-ahead.md), 100 steps of the
+//! On the H200 (`docs/perf/training-step.md`, History), 100 steps of the
 //! transformer example read on the metrics thread, right after a run that read here and had
 //! compiled every kernel it met: `Autodiff<Cuda>` still compiled 53 new kernels (32 s of stalls),
 //! ruda 18. On lavapipe, reading here, no kernel is compiled after the first steps.

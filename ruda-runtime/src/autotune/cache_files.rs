@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime};
 /// `<root>/autotune/<cubecl version>/<cache id>`.
 pub(crate) fn cache_dir(root: &Path, cache_id: &str) -> PathBuf {
     root.join("autotune")
-        .join(crate::CUBECL_VERSION)
+        .join(crate::version::CUBECL_VERSION)
         .join(sanitize(cache_id))
 }
 

@@ -59,7 +59,7 @@ pub(crate) fn lookup<R: cubecl::Runtime>(client: &ComputeClient<R>) -> Option<Ar
 /// A ruda runtime calls this from `cubecl::Runtime::name` (with `base` its CubeCL runtime's
 /// name) so that CubeCL's tuners key their caches on the fingerprint; it is a lookup after the
 /// first call.
-pub fn cache_identity<R: crate::Runtime>(
+pub fn cache_identity<R: crate::hooks::Runtime>(
     client: &ComputeClient<R>,
     base: &'static str,
 ) -> Arc<CacheIdentity> {
@@ -98,7 +98,7 @@ pub fn cache_identity<R: crate::Runtime>(
 /// [`super::cache_files::repair`].
 fn repair_cubecl_caches(runtime_name: &str) {
     let root = super::settings::cache_root();
-    let version_dir = root.join("autotune").join(crate::CUBECL_VERSION);
+    let version_dir = root.join("autotune").join(crate::version::CUBECL_VERSION);
     let suffix = super::cache_files::cache_dir(&root, &format!("-{runtime_name}"));
     let suffix = suffix.file_name().map(|s| s.to_string_lossy().into_owned());
     let (Some(suffix), Ok(entries)) = (suffix, std::fs::read_dir(&version_dir)) else {

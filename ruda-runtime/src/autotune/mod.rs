@@ -1,8 +1,9 @@
 //! Persistent autotuning keyed by the driver fingerprint.
 //!
-//! - Ruda's LayerNorm variants and vector widths are tuned per [`LayerNormKey`] (d bucket,
-//!   vector width, rows bucket, dtype) by CubeCL's tuner (`LocalTuner`, `TunableSet`), one
-//!   tuner for the forward and one for the backward pass.
+//! - Ruda's native ops tune their launch shapes with CubeCL's tuner (`LocalTuner`,
+//!   `TunableSet`): each op's `tune/` module has its key, candidates and sets (LayerNorm:
+//!   [`crate::layer_norm::tune`], one tuner per pass; softmax: [`crate::softmax::tune`]), and
+//!   runs them through [`tuner`], which this module shares between them.
 //! - The cache identity of a device is its driver fingerprint
 //!   ([`Runtime::autotune_driver_fingerprint`](crate::Runtime::autotune_driver_fingerprint)),
 //!   hashed: ruda's caches live in `ruda-fp<hash>/`, and the ruda runtimes report
@@ -21,8 +22,9 @@
 
 mod cache_files;
 pub mod identity;
-pub mod layer_norm;
+pub mod row_key;
 pub mod settings;
+pub mod tuner;
 
 use std::path::PathBuf;
 
@@ -30,10 +32,8 @@ use cubecl::{client::ComputeClient, device::Device};
 
 pub(crate) use cache_files::repair as repair_cache_file;
 pub use identity::{CacheIdentity, cache_identity};
-pub use layer_norm::{
-    AutotuneStats, Candidate, ChosenVariant, Direction, LayerNormKey, chosen_variants, stats,
-};
 pub use settings::{AutotuneSettings, settings};
+pub use tuner::{AutotuneStats, ChosenVariant, IN_PROCESS_ID, chosen_variants, stats};
 
 /// Where the autotune caches of one device are and what they hold, for printing.
 #[derive(Clone, Debug)]
@@ -44,13 +44,14 @@ pub struct AutotuneReport {
     pub identity: CacheIdentity,
     /// The cache root.
     pub root: PathBuf,
-    /// Ruda's LayerNorm cache files (forward, backward); empty without a fingerprint.
+    /// Ruda's own tuners' cache files (one per tuner that has run on this fingerprint); empty
+    /// without a fingerprint.
     pub ruda_files: Vec<PathBuf>,
     /// The directory of CubeCL's tuners for this device.
     pub cubecl_dir: PathBuf,
     /// The cache files in `cubecl_dir` at the time of the report.
     pub cubecl_files: Vec<PathBuf>,
-    /// The LayerNorm candidate chosen per key on this device, in this process.
+    /// The candidate chosen per tuner and key on this device, in this process.
     pub chosen: Vec<ChosenVariant>,
     /// Tuning counters of this process.
     pub stats: AutotuneStats,
@@ -59,7 +60,7 @@ pub struct AutotuneReport {
 /// Collects the [`AutotuneReport`] of `client`'s device (`device` names CubeCL's directory).
 ///
 /// Call it after the work whose choices should be listed; `Display` prints it as a few lines.
-pub fn autotune_report<R: crate::Runtime>(
+pub fn autotune_report<R: crate::hooks::Runtime>(
     client: &ComputeClient<R>,
     device: &R::Device,
 ) -> AutotuneReport {
@@ -68,10 +69,7 @@ pub fn autotune_report<R: crate::Runtime>(
     let identity = (*identity::identity_or_default(client)).clone();
     let root = settings::cache_root();
     let ruda_files = match identity.ruda_cache_id() {
-        Some(id) => [Direction::Forward, Direction::Backward]
-            .iter()
-            .map(|d| cache_files::cache_file(&root, &id, d.tuner_name()))
-            .collect(),
+        Some(id) => cache_files::files_in(&cache_files::cache_dir(&root, &id)),
         None => Vec::new(),
     };
     let id = device.to_id();
@@ -82,7 +80,7 @@ pub fn autotune_report<R: crate::Runtime>(
     let cubecl_files = cache_files::files_in(&cubecl_dir);
     let cache_id = identity
         .ruda_cache_id()
-        .unwrap_or_else(|| layer_norm::IN_PROCESS_ID.into());
+        .unwrap_or_else(|| IN_PROCESS_ID.into());
     let chosen = chosen_variants()
         .into_iter()
         .filter(|c| c.cache_id == cache_id)
@@ -128,12 +126,7 @@ impl core::fmt::Display for AutotuneReport {
             self.identity.runtime_name
         )?;
         for file in &self.ruda_files {
-            let state = if file.exists() {
-                ""
-            } else {
-                " (not written yet)"
-            };
-            writeln!(f, "  ruda cache: {}{state}", file.display())?;
+            writeln!(f, "  ruda cache: {}", file.display())?;
         }
         writeln!(
             f,
@@ -145,7 +138,7 @@ impl core::fmt::Display for AutotuneReport {
             writeln!(f, "    {}", file.display())?;
         }
         for c in &self.chosen {
-            writeln!(f, "  {:?} [{}] -> {}", c.direction, c.key, c.candidate)?;
+            writeln!(f, "  {} [{}] -> {}", c.tuner, c.key, c.candidate)?;
         }
         write!(
             f,

@@ -59,7 +59,7 @@ pub(crate) fn backward<R: cubecl::Runtime>(
     // Plan first (a forced strategy may panic), then copy strided buffers: nothing is launched
     // before every check has passed. Copies are fresh, aligned allocations, so only the buffers
     // used in place constrain the vector width.
-    let has_plane = super::plan::usable_plane_size(client) > 0;
+    let has_plane = crate::group_reduce::usable_plane_size(client) > 0;
     let default = || choose_variant(d, problem.rows, input.dtype, has_plane);
     let (strategy, forced, narrow) = choice.resolve(default);
     let in_place = [&input, &weight, &grad, &dx, &dgamma, &dbeta];

@@ -9,11 +9,9 @@
 //! ```
 //!
 //! - Forward returns `[out, mean, rstd]`; backward takes `x, gamma, dy, mean, rstd` and returns
-//!   `[dx, dgamma, dbeta]`. The entry points of this module run a forced [`Strategy`]
-//!   ([`layer_norm_forward_with`], [`layer_norm_backward_with`]); the autotuned ones, which the
-//!   ruda runtimes' hooks call, are [`crate::layer_norm_forward`] and
-//!   [`crate::layer_norm_backward`] (in [`crate::autotune::layer_norm`], which builds on this
-//!   module).
+//!   `[dx, dgamma, dbeta]`. The autotuned entry points, which the ruda runtimes' hooks call, are
+//!   [`layer_norm_forward`] and [`layer_norm_backward`] (candidates and key in [`tune`]);
+//!   [`layer_norm_forward_with`] and [`layer_norm_backward_with`] run a forced [`Strategy`].
 //! - Element types F32, F16 and BF16 (where the device supports it), all tensors of one dtype;
 //!   statistics are always F32, and all arithmetic is accumulated in f32.
 //! - No cancellation, even for rows with a large mean and a small spread (mean 1e4, std 1e-2):
@@ -46,16 +44,23 @@
 //! Bad arguments panic before anything is launched, with a message naming the tensors and
 //! their shapes.
 
+// Host side of each pass: checks, plan, launch.
 pub(crate) mod backward;
 pub(crate) mod forward;
+// The `#[cube]` kernels.
 mod kernels;
+// Launch shapes.
 pub(crate) mod plan;
+pub mod tune;
+// Argument checks, before anything is queued or launched.
 pub(crate) mod validate;
 
 use burn_backend::DType;
 use cubecl::client::ComputeClient;
 
+use crate::autotune::settings;
 use crate::tensor_buffer::TensorBuffer;
+use validate::{check_backward, check_forward};
 
 pub use plan::MAX_VECTORS_PER_UNIT;
 
@@ -66,8 +71,8 @@ pub const UNIT_PER_ROW_MAX_VECTORS_WITH_PLANES: usize = 8;
 
 /// Most row elements one unit may hold in the backward pass of the register variants, for
 /// autotuning. The backward holds `x` and `dy` for each of them and adds two partial column
-/// sums, so it needs about four times the forward's registers: on an H200 (Nsight Compute,
-/// `benches/results/2026-12-02-h200-layer-norm-reduction.md`) the plane-per-row backward took
+/// sums, so it needs about four times the forward's registers: on an H200 (Nsight Compute;
+/// `docs/perf/layer-norm.md`, History) the plane-per-row backward took
 /// 104 registers a unit at 16 elements (d = 512), 195 at 32 (d = 1024) and 255 with spills at
 /// 64 (d = 2048). Beyond it the tuner does not try the candidate; a forced strategy still runs.
 /// (From [`SHARED_COLUMN_SUMS_MIN_ELEMENTS`] on the two partial sums move to shared memory where
@@ -132,7 +137,7 @@ impl Choice {
                     "candidate UnitPerRow is not tried on a device with plane operations for rows \
                      of more than {UNIT_PER_ROW_MAX_VECTORS_WITH_PLANES} vectors ({} here): one \
                      unit per row leaves most lanes idle, and it never won there (H200 tuning \
-                     runs, benches/results)",
+                     runs)",
                     plan.d_vec
                 ))
             }
@@ -236,7 +241,7 @@ pub enum ColumnSums {
     /// Shared memory when a unit holds [`SHARED_COLUMN_SUMS_MIN_ELEMENTS`] elements of the row
     /// or more and the cube's slots fit in the device's shared memory; registers otherwise.
     /// The choice without tuning: the tuner times both places
-    /// ([`crate::autotune::layer_norm::BACKWARD_CANDIDATES`]).
+    /// ([`tune::BACKWARD_CANDIDATES`]).
     #[default]
     Auto,
     /// Registers.
@@ -248,8 +253,8 @@ pub enum ColumnSums {
 
 /// Elements of the row per unit from which [`ColumnSums::Auto`] keeps the backward's column
 /// sums in shared memory. At 32 (f32 d = 8192 over 256 units, d = 1024 over a plane) the
-/// register variants' backward took ~190 registers a unit on an H200 (Nsight Compute,
-/// `benches/results/2026-12-01-h200-layer-norm-profile-calls-p-r.md`): one cube per SM, so the
+/// register variants' backward took ~190 registers a unit on an H200 (Nsight Compute;
+/// `docs/perf/layer-norm.md`, History): one cube per SM, so the
 /// rows of a cube ran one after the other with nothing to cover their latency (a bf16 4096x8192
 /// backward, half the bytes, took about as long as f32). The sums and `gamma` are half of those
 /// registers.
@@ -332,10 +337,10 @@ pub fn choose_variant(d: usize, rows: usize, dtype: DType, has_plane: bool) -> V
     }
 }
 
-/// [`crate::layer_norm_forward`] with a forced [`Variant`] or [`Strategy`].
+/// [`layer_norm_forward`] with a forced [`Variant`] or [`Strategy`].
 ///
 /// # Panics
-/// As [`crate::layer_norm_forward`]; also, before launching anything, if a register variant cannot
+/// As [`layer_norm_forward`]; also, before launching anything, if a register variant cannot
 /// hold the row (more than [`MAX_VECTORS_PER_UNIT`] vectors per unit) or [`Reduction::Plane`]
 /// is forced on a device without plane operations.
 pub fn layer_norm_forward_with<R: cubecl::Runtime>(
@@ -350,10 +355,10 @@ pub fn layer_norm_forward_with<R: cubecl::Runtime>(
     forward::forward(client, input, weight, bias, epsilon, choice).expect("forced strategies panic")
 }
 
-/// [`crate::layer_norm_backward`] with a forced [`Variant`] or [`Strategy`].
+/// [`layer_norm_backward`] with a forced [`Variant`] or [`Strategy`].
 ///
 /// # Panics
-/// As [`crate::layer_norm_backward`] and [`layer_norm_forward_with`].
+/// As [`layer_norm_backward`] and [`layer_norm_forward_with`].
 pub fn layer_norm_backward_with<R: cubecl::Runtime>(
     client: &ComputeClient<R>,
     input: TensorBuffer,
@@ -366,4 +371,73 @@ pub fn layer_norm_backward_with<R: cubecl::Runtime>(
     let choice = Choice::Forced(strategy.into());
     backward::backward(client, input, weight, grad, mean, rstd, choice)
         .expect("forced strategies panic")
+}
+
+/// LayerNorm forward over the last dimension of `input`.
+///
+/// The variant and vector width are autotuned per (d bucket, vector width, rows bucket, dtype)
+/// ([`tune::LayerNormKey`]): cached on disk under the device's driver fingerprint for the ruda
+/// runtimes, in memory for the process when there is none ([`crate::autotune`]);
+/// `RUDA_AUTOTUNE=off` runs [`choose_variant`] instead.
+///
+/// Returns `[out, mean, rstd]`: `out` has the input's dtype and shape (contiguous); `mean` and
+/// `rstd` are F32 with the input's shape without its last dimension (one value per row), `rstd`
+/// being `1 / sqrt(var + epsilon)` with the biased variance.
+///
+/// `weight` (gamma) and `bias` (beta) must have shape `[d]` and the input's dtype.
+///
+/// # Panics
+/// Before launching anything, if `input` is a scalar (rank 0) or has an empty last dimension,
+/// if gamma or beta has the wrong shape or dtype, if the dtype is not F32/F16/BF16 or not
+/// supported by the device, or if `epsilon` is negative or not finite.
+pub fn layer_norm_forward<R: cubecl::Runtime>(
+    client: &ComputeClient<R>,
+    input: TensorBuffer,
+    weight: TensorBuffer,
+    bias: Option<TensorBuffer>,
+    epsilon: f64,
+) -> [TensorBuffer; 3] {
+    let problem = check_forward(client, &input, &weight, bias.as_ref(), epsilon);
+    if problem.rows == 0 || !settings::settings().enabled {
+        return forward::forward(client, input, weight, bias, epsilon, Choice::Default)
+            .expect("the default choice always runs");
+    }
+    tune::forward(client, input, weight, bias, epsilon)
+}
+
+/// LayerNorm backward: the gradients of `out = layer_norm(input, weight, bias)` given the
+/// upstream gradient `grad` (dy) and the forward's `mean` and `rstd`.
+///
+/// Autotuned like [`layer_norm_forward`] (its own tuner and cache).
+///
+/// Returns `[dx, dgamma, dbeta]`: `dx` has the input's dtype and shape (contiguous); `dgamma`
+/// and `dbeta` have the weight's dtype and shape `[d]`. `dbeta` is the sum of `dy` over the
+/// rows; it does not depend on beta, so it is returned whether or not the forward had a beta,
+/// and callers without one may drop it. With zero rows, `dgamma` and `dbeta` are zeros.
+///
+/// `grad` must have the input's shape and dtype; `mean` and `rstd` must be F32 with one element
+/// per row (any shape, e.g. the forward's `[..]` or a keep-dim `[.., 1]`). `rstd` is used as
+/// given; `mean` only as a close approximation of the row's mean: the kernel corrects it by the
+/// mean of `x - mean` over the row, so `xhat = ((x - mean) - mean(x - mean)) * rstd` is centred
+/// on the exact mean of `x` even where the f32 `mean` cannot resolve the row's spread (mean 1e4,
+/// std 1e-2). With the forward's statistics the gradients therefore match the exact f64
+/// gradient computed from `x` alone (to ~1e-7 relative in f32).
+///
+/// # Panics
+/// Before launching anything, on any mismatch above, or as [`layer_norm_forward`] for the
+/// input and weight.
+pub fn layer_norm_backward<R: cubecl::Runtime>(
+    client: &ComputeClient<R>,
+    input: TensorBuffer,
+    weight: TensorBuffer,
+    grad: TensorBuffer,
+    mean: TensorBuffer,
+    rstd: TensorBuffer,
+) -> [TensorBuffer; 3] {
+    let problem = check_backward(client, &input, &weight, &grad, &mean, &rstd);
+    if problem.rows == 0 || !settings::settings().enabled {
+        return backward::backward(client, input, weight, grad, mean, rstd, Choice::Default)
+            .expect("the default choice always runs");
+    }
+    tune::backward(client, input, weight, grad, mean, rstd)
 }

@@ -1,13 +1,13 @@
 //! Launch shapes: vector width, units per row, registers per unit, reduction path, grid size.
 
-use cubecl::{client::ComputeClient, features::Plane, prelude::*, server::Handle};
+use cubecl::{client::ComputeClient, prelude::*, server::Handle};
 
 use crate::layout::vector_size;
 
 use super::{
-    ColumnSums, Reduction, SHARED_COLUMN_SUMS_MIN_ELEMENTS, Strategy, Variant,
-    kernels::reduce::shared_len, validate::Problem,
+    ColumnSums, Reduction, SHARED_COLUMN_SUMS_MIN_ELEMENTS, Strategy, Variant, validate::Problem,
 };
+use crate::group_reduce::{shared_len, usable_plane_size};
 
 /// Largest number of vectors a unit may hold in the register variants. A forced register
 /// variant that would exceed it panics; the automatic choice moves on to the next variant
@@ -46,22 +46,6 @@ pub(crate) fn unit_loop_iterations(
     let cubes = rows.div_ceil(units_per_cube).min(max_cubes).max(1);
     let rows_per_unit = rows.div_ceil(cubes * units_per_cube);
     (rows_per_unit * (1 + 3 * d_vec)).max(rows)
-}
-
-/// Plane size usable by the kernels, 0 when the shared-memory path must be used: the device must
-/// advertise plane operations with a fixed, power-of-two plane size.
-pub(crate) fn usable_plane_size<R: cubecl::Runtime>(client: &ComputeClient<R>) -> usize {
-    let props = client.properties();
-    let hw = &props.hardware;
-    if props.features.plane.contains(Plane::Ops)
-        && hw.plane_size_min == hw.plane_size_max
-        && hw.plane_size_max.is_power_of_two()
-        && hw.plane_size_max as usize <= CUBE_UNITS
-    {
-        hw.plane_size_max as usize
-    } else {
-        0
-    }
 }
 
 /// Everything a launch needs, decided on the host.
@@ -280,8 +264,8 @@ impl Plan {
     /// Where shared memory bounds the cubes an SM holds to one or two, the grid is exactly one
     /// wave of them; elsewhere, several waves of the cubes the SM's units allow (registers,
     /// not known on the host, may allow fewer, and a wave and a fraction leaves the fraction
-    /// running on part of the device: 792 cubes where 528 fit, Nsight Compute on an H200,
-    /// `benches/results/2026-12-03-h200-layer-norm-grid.md`).
+    /// running on part of the device: 792 cubes where 528 fit, Nsight Compute on an H200;
+    /// `docs/perf/layer-norm.md`, History).
     pub(crate) fn backward_cubes<R: cubecl::Runtime>(
         &self,
         client: &ComputeClient<R>,

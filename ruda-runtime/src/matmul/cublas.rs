@@ -19,7 +19,7 @@
 //! and events live in the device thread's own storage, and a failure raises an atomic flag before
 //! anyone takes the lock that holds its message. (A global mutex held across the cuBLAS call on
 //! the device thread stalled the other two threads for every product: H200 stack samples,
-//! `benches/results/2026-12-02-h200-host-profile.md`.)
+//! `docs/perf/host-launch.md`.)
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -39,9 +39,10 @@ use cubecl::{
 use cudarc::cublas::sys as blas;
 use cudarc::driver::sys as cu;
 
-use super::plan::{GemmPlan, output_shape, plan};
+use super::plan::{GemmPlan, GemmUnsupported, output_shape, plan};
 use super::supports_dtype;
-use crate::RudaCuda;
+use crate::layout::into_contiguous;
+use crate::runtime::cuda::RudaCuda;
 use crate::tensor_buffer::TensorBuffer;
 
 type Server = <RudaCuda as CubeclRuntime>::Server;
@@ -81,8 +82,8 @@ pub fn available(device: &CudaDevice) -> Result<(), String> {
 
 /// `lhs x rhs` through cuBLAS: a fresh row-major `[broadcast batch.., m, n]` buffer of `lhs`'s
 /// dtype. [`available`] must have returned `Ok` for the device, both dtypes must be equal and
-/// [`supports_dtype`](super::supports_dtype), and [`plan`] must accept the layouts (copy an operand to row-major when
-/// it does not).
+/// [`supports_dtype`](super::supports_dtype); an operand whose layout [`plan`] refuses is
+/// copied row-major first.
 pub fn matmul(
     client: &ComputeClient<RudaCuda>,
     device: &CudaDevice,
@@ -95,12 +96,25 @@ pub fn matmul(
         lhs.dtype,
         rhs.dtype
     );
-    let gemm = plan(&lhs.shape, &lhs.strides, &rhs.shape, &rhs.strides).unwrap_or_else(|why| {
-        panic!(
-            "ruda matmul: no GEMM for shapes {:?} x {:?} with strides {:?} and {:?}: {why}",
-            lhs.shape, rhs.shape, lhs.strides, rhs.strides
-        )
-    });
+    // An operand whose strides no GEMM operand describes (the `[batch, heads, seq, d]` view
+    // multi-head attention makes of `[batch, seq, heads, d]`) is copied row-major first: at
+    // most one copy an operand, since a row-major operand always has a plan.
+    let (mut lhs, mut rhs) = (lhs, rhs);
+    let gemm = loop {
+        match plan(&lhs.shape, &lhs.strides, &rhs.shape, &rhs.strides) {
+            Ok(gemm) => break gemm,
+            Err(GemmUnsupported::LhsLayout) if !lhs.is_contiguous() => {
+                lhs = into_contiguous(client, lhs)
+            }
+            Err(GemmUnsupported::RhsLayout) if !rhs.is_contiguous() => {
+                rhs = into_contiguous(client, rhs)
+            }
+            Err(why) => panic!(
+                "ruda matmul: no GEMM for shapes {:?} x {:?} with strides {:?} and {:?}: {why}",
+                lhs.shape, rhs.shape, lhs.strides, rhs.strides
+            ),
+        }
+    };
     let shape = output_shape(&lhs.shape, &rhs.shape).expect("planned above");
     if let Some(failure) = take_failure(device.index) {
         panic!(

@@ -2,7 +2,7 @@
 //!
 //! Burn's matmul on CUDA is burn-cubecl's: tensor-core kernels that reach about a third of
 //! cuBLAS's throughput on an H200 in TF32, and a tuner that compiles and times ~180 candidate
-//! kernels on a cold start (`benches/results/2026-12-01-h200-startup.md`). NVIDIA's own GEMMs are
+//! kernels on a cold start (`docs/perf/startup.md`). NVIDIA's own GEMMs are
 //! the better engine there, so [`crate::RudaCuda`] runs matrix products through cuBLAS, loaded at
 //! run time like the driver and NVRTC (`libcublas.so`, e.g. from the CUDA toolkit or PyTorch's
 //! `nvidia-cublas` wheel on `LD_LIBRARY_PATH`). Where it does not load, products stay Burn's.

@@ -1,15 +1,10 @@
 //! `RudaCuda`: CubeCL's CUDA runtime as a ruda runtime.
 
-use alloc::{string::String, vec::Vec};
+use alloc::string::String;
 
 use cubecl::{
-    Runtime as CubeclRuntime,
     client::ComputeClient,
     cuda::{CudaDevice, CudaRuntime},
-    device::DeviceId,
-    ir::TargetProperties,
-    server::ComputeServer,
-    zspace::{Shape, Strides},
 };
 
 use crate::fingerprint::{ClientRegistry, DriverFingerprint};
@@ -25,18 +20,13 @@ pub struct RudaCuda;
 
 static CLIENTS: ClientRegistry<CudaDevice> = ClientRegistry::new();
 
-impl CubeclRuntime for RudaCuda {
-    type Compiler = <CudaRuntime as CubeclRuntime>::Compiler;
-    type Server = <CudaRuntime as CubeclRuntime>::Server;
-    type Device = CudaDevice;
-
+super::forward_cubecl_runtime!(RudaCuda => CudaRuntime {
     fn client(device: &Self::Device) -> ComputeClient<Self> {
         // `RUDA_AUTOTUNE_DIR` must reach CubeCL's configuration before its first server exists.
         crate::autotune::settings::apply_to_cubecl();
         // The first opening of a device gives CubeCL its fingerprint-keyed PTX cache.
-        // CubeCL's own stream per thread: correct on CUDA (`tests/tests/backend/threads.rs`
-        // passes on an H200) and as fast as one shared stream through burn-train's Learner (see
-        // `super::streams`), so it is left as CubeCL has it.
+        // CubeCL's own stream per thread: correct on CUDA and as fast as one shared stream
+        // through burn-train's Learner (see `super::streams`), so it is left as CubeCL has it.
         let client = crate::compilation_cache::load_client(device, || device_fingerprint(device));
         CLIENTS.record(server_key(&client), device);
         client
@@ -49,60 +39,11 @@ impl CubeclRuntime for RudaCuda {
         // (compilation caches key on the kernel, not on this name). A lookup after the first call.
         crate::autotune::cache_identity(client, "cuda").runtime_name
     }
+});
 
-    fn require_array_lengths() -> bool {
-        CudaRuntime::require_array_lengths()
-    }
-
-    fn max_cube_count() -> (u32, u32, u32) {
-        CudaRuntime::max_cube_count()
-    }
-
-    fn can_read_tensor(shape: &Shape, strides: &Strides) -> bool {
-        CudaRuntime::can_read_tensor(shape, strides)
-    }
-
-    fn target_properties() -> TargetProperties {
-        CudaRuntime::target_properties()
-    }
-
-    fn enumerate_devices(
-        type_id: u16,
-        info: &<Self::Server as ComputeServer>::Info,
-    ) -> Vec<DeviceId> {
-        CudaRuntime::enumerate_devices(type_id, info)
-    }
-
-    fn enumerate_all_devices(info: &<Self::Server as ComputeServer>::Info) -> Vec<DeviceId> {
-        CudaRuntime::enumerate_all_devices(info)
-    }
-}
-
+// LayerNorm: ruda's portable kernels. Products: cuBLAS where it loads.
 impl Runtime for RudaCuda {
-    fn has_native_layer_norm() -> bool {
-        true
-    }
-
-    fn layer_norm(
-        client: &ComputeClient<Self>,
-        input: TensorBuffer,
-        weight: TensorBuffer,
-        bias: Option<TensorBuffer>,
-        epsilon: f64,
-    ) -> [TensorBuffer; 3] {
-        crate::layer_norm_forward(client, input, weight, bias, epsilon)
-    }
-
-    fn layer_norm_backward(
-        client: &ComputeClient<Self>,
-        input: TensorBuffer,
-        weight: TensorBuffer,
-        grad: TensorBuffer,
-        mean: TensorBuffer,
-        rstd: TensorBuffer,
-    ) -> [TensorBuffer; 3] {
-        crate::layer_norm_backward(client, input, weight, grad, mean, rstd)
-    }
+    crate::portable_layer_norm_hooks!();
 
     fn has_native_matmul(client: &ComputeClient<Self>) -> bool {
         CLIENTS

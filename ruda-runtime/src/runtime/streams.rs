@@ -8,14 +8,14 @@
 //! upload, which reaches the device first and overwrites what the queued kernels read
 //! (`tests/tests/backend/threads.rs` reproduces it on Burn's own `Wgpu` and on CubeCL's runtime
 //! without fusion; on lavapipe the Learner's validation figures came out worse than the trained
-//! model's, `benches/results/2026-12-01-lavapipe-mnist-validation.md`). One stream per device
+//! model's: `docs/perf/training-step.md`, "The examples' end-to-end runs"). One stream per device
 //! keeps every submission in program order; wgpu has one queue per device, so nothing that ran in
 //! parallel before is serialized.
 //!
 //! `RudaCuda` keeps CubeCL's streams: there each stream is a CUDA stream, ordered by events; the
 //! same test passes on an H200, and through burn-train's Learner with two loader workers a step
 //! took 28.8 ms with per-thread streams and 28.7 ms with one shared stream
-//! (`benches/results/2026-12-01-h200-step-breakdown.md`).
+//! (`docs/perf/training-step.md`, History).
 //!
 //! `RUDA_STREAMS=per-thread` restores CubeCL's own behaviour on wgpu too.
 

@@ -3,18 +3,12 @@
 use alloc::{string::String, vec::Vec};
 
 use cubecl::{
-    Runtime as CubeclRuntime,
     client::ComputeClient,
-    device::DeviceId,
-    ir::TargetProperties,
-    server::ComputeServer,
     wgpu::{AutoGraphicsApi, GraphicsApi, WgpuDevice, WgpuRuntime},
-    zspace::{Shape, Strides},
 };
 
 use crate::fingerprint::{ClientRegistry, DriverFingerprint};
 use crate::hooks::Runtime;
-use crate::tensor_buffer::TensorBuffer;
 
 /// Every wgpu adapter (Vulkan, Metal, DX12; Mesa's lavapipe on a CPU-only machine) through
 /// CubeCL's wgpu runtime, with native LayerNorm.
@@ -29,11 +23,7 @@ static CLIENTS: ClientRegistry<WgpuDevice> = ClientRegistry::new();
 /// The runtime name's base: the shading language this build compiles kernels to.
 pub const WGPU_COMPILER_NAME: &str = "wgpu<wgsl>";
 
-impl CubeclRuntime for RudaWgpu {
-    type Compiler = <WgpuRuntime as CubeclRuntime>::Compiler;
-    type Server = <WgpuRuntime as CubeclRuntime>::Server;
-    type Device = WgpuDevice;
-
+super::forward_cubecl_runtime!(RudaWgpu => WgpuRuntime {
     fn client(device: &Self::Device) -> ComputeClient<Self> {
         // `RUDA_AUTOTUNE_DIR` must reach CubeCL's configuration before its first server exists.
         crate::autotune::settings::apply_to_cubecl();
@@ -52,60 +42,11 @@ impl CubeclRuntime for RudaWgpu {
         // too. A lookup after the first call.
         crate::autotune::cache_identity(client, WGPU_COMPILER_NAME).runtime_name
     }
+});
 
-    fn require_array_lengths() -> bool {
-        WgpuRuntime::require_array_lengths()
-    }
-
-    fn max_cube_count() -> (u32, u32, u32) {
-        WgpuRuntime::max_cube_count()
-    }
-
-    fn can_read_tensor(shape: &Shape, strides: &Strides) -> bool {
-        WgpuRuntime::can_read_tensor(shape, strides)
-    }
-
-    fn target_properties() -> TargetProperties {
-        WgpuRuntime::target_properties()
-    }
-
-    fn enumerate_devices(
-        type_id: u16,
-        info: &<Self::Server as ComputeServer>::Info,
-    ) -> Vec<DeviceId> {
-        WgpuRuntime::enumerate_devices(type_id, info)
-    }
-
-    fn enumerate_all_devices(info: &<Self::Server as ComputeServer>::Info) -> Vec<DeviceId> {
-        WgpuRuntime::enumerate_all_devices(info)
-    }
-}
-
+// LayerNorm: ruda's portable kernels. Products: Burn's.
 impl Runtime for RudaWgpu {
-    fn has_native_layer_norm() -> bool {
-        true
-    }
-
-    fn layer_norm(
-        client: &ComputeClient<Self>,
-        input: TensorBuffer,
-        weight: TensorBuffer,
-        bias: Option<TensorBuffer>,
-        epsilon: f64,
-    ) -> [TensorBuffer; 3] {
-        crate::layer_norm_forward(client, input, weight, bias, epsilon)
-    }
-
-    fn layer_norm_backward(
-        client: &ComputeClient<Self>,
-        input: TensorBuffer,
-        weight: TensorBuffer,
-        grad: TensorBuffer,
-        mean: TensorBuffer,
-        rstd: TensorBuffer,
-    ) -> [TensorBuffer; 3] {
-        crate::layer_norm_backward(client, input, weight, grad, mean, rstd)
-    }
+    crate::portable_layer_norm_hooks!();
 
     fn autotune_driver_fingerprint(client: &ComputeClient<Self>) -> Option<String> {
         let device = CLIENTS.device(server_key(client))?;

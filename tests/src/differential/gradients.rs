@@ -23,7 +23,11 @@
 //! [`super::MatmulPrecision::gradient_tol`] instead.
 
 use burn::module::{Module, ModuleVisitor, Param};
+use burn::nn::attention::{
+    MhaInput, MultiHeadAttention, MultiHeadAttentionConfig, generate_autoregressive_mask,
+};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::transformer::{
     TransformerEncoder, TransformerEncoderConfig, TransformerEncoderInput,
 };
@@ -243,7 +247,10 @@ const OP_CASES: &[(&str, f32)] = &[
     ("gelu(x)", 1e-4),
     ("silu(x)", 1e-4),
     ("softmax(x, 2)", 1e-4),
+    ("softmax(x, 0)", 1e-4),
     ("log_softmax(x, 1)", 1e-4),
+    ("log_softmax(x, 2)", 1e-4),
+    ("softmin(x, 1)", 1e-4),
     ("x.sum_dim(1)", 1e-4),
     ("x.mean_dim(2)", 1e-4),
     ("x.max_dim(2)", 1e-4),
@@ -290,7 +297,10 @@ fn op_case<B: AutodiffBackend>(name: &str, l: &mut Leaves<B>) -> Tensor<B, 1> {
         "gelu(x)" => activation::gelu(x),
         "silu(x)" => activation::silu(x),
         "softmax(x, 2)" => activation::softmax(x, 2),
+        "softmax(x, 0)" => activation::softmax(x, 0),
         "log_softmax(x, 1)" => activation::log_softmax(x, 1),
+        "log_softmax(x, 2)" => activation::log_softmax(x, 2),
+        "softmin(x, 1)" => activation::softmin(x, 1),
         "x.sum_dim(1)" => x.sum_dim(1),
         "x.mean_dim(2)" => x.mean_dim(2),
         "x.max_dim(2)" => x.max_dim(2),
@@ -746,5 +756,70 @@ pub fn transformer<A: AutodiffBackend>(device: &A::Device) -> CheckResult {
     let got = transformer_grads(&model, device);
     let want = transformer_grads(&reference, c.reference_device());
     compare_product_grads(&mut c, "TransformerEncoder", got, want, 2e-3);
+    c.finish()
+}
+
+/// Burn's `MultiHeadAttention` under a causal mask (its softmax over the last dimension of the
+/// scores), a linear head and `CrossEntropyLoss` (a log-softmax over the classes): the two
+/// softmaxes of a transformer step.
+#[derive(Module, Debug)]
+pub struct AttentionLoss<B: Backend> {
+    attention: MultiHeadAttention<B>,
+    head: Linear<B>,
+}
+
+impl<B: Backend> AttentionLoss<B> {
+    /// d_model 16, 2 heads, no dropout; 11 classes.
+    pub fn new(device: &B::Device) -> Self {
+        Self {
+            attention: MultiHeadAttentionConfig::new(16, 2)
+                .with_dropout(0.0)
+                .init(device),
+            head: LinearConfig::new(16, 11).init(device),
+        }
+    }
+
+    /// The mean cross-entropy of `x [batch, seq, 16]` against `targets [batch * seq]`.
+    pub fn loss(&self, x: Tensor<B, 3>, targets: Tensor<B, 1, Int>) -> Tensor<B, 1> {
+        let [batch, seq, _] = x.dims();
+        let mask = generate_autoregressive_mask::<B>(batch, seq, &x.device());
+        let context = self
+            .attention
+            .forward(MhaInput::self_attn(x).mask_attn(mask))
+            .context;
+        let logits = self.head.forward(context).reshape([batch * seq, 11]);
+        CrossEntropyLossConfig::new()
+            .init(&logits.device())
+            .forward(logits, targets)
+    }
+}
+
+fn attention_loss_grads<B: AutodiffBackend>(model: &AttentionLoss<B>, device: &B::Device) -> Grads {
+    let x = input::<B, 3>(76, [2, 6, 16], device);
+    let targets: Vec<i64> = (0..12).map(|i| (i * 7 + 3) % 11).collect();
+    let targets = Tensor::<B, 1, Int>::from_data(TensorData::new(targets, [12]), device);
+    let loss = model.loss(x.clone(), targets);
+    model_grads(model, x, loss)
+}
+
+/// `MultiHeadAttention` with a causal mask and `CrossEntropyLoss` on a `[2, 6, 16]` batch: the
+/// loss and the gradients of the input and of every parameter.
+pub fn attention_loss<A: AutodiffBackend>(device: &A::Device) -> CheckResult {
+    let mut c = Checker::<A, G>::new(device);
+    c.inputs("x: [2, 6, 16]; MultiHeadAttention d_model 16, 2 heads, causal mask; Linear 16-11; CrossEntropyLoss");
+    seed_reference();
+    let bytes = to_bytes(AttentionLoss::<G>::new(c.reference_device()).into_record());
+    let reference = AttentionLoss::<G>::new(c.reference_device())
+        .load_record(from_bytes(bytes.clone(), c.reference_device()));
+    let model = AttentionLoss::<A>::new(device).load_record(from_bytes(bytes, device));
+    let got = attention_loss_grads(&model, device);
+    let want = attention_loss_grads(&reference, c.reference_device());
+    compare_product_grads(
+        &mut c,
+        "MultiHeadAttention + CrossEntropyLoss",
+        got,
+        want,
+        2e-3,
+    );
     c.finish()
 }

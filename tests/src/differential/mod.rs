@@ -175,6 +175,10 @@ fn checks_of<B: Backend, A: AutodiffBackend>(
             ("gradients of a TransformerEncoder", |_, a| {
                 gradients::transformer::<A>(a)
             }),
+            (
+                "gradients of MultiHeadAttention and CrossEntropyLoss",
+                |_, a| gradients::attention_loss::<A>(a),
+            ),
         ],
         Family::Products => vec![
             ("matmul layouts", |d, _| products::layouts::<B>(d)),

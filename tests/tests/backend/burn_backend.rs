@@ -20,10 +20,11 @@ use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Tensor, TensorData, TensorPrimitive, activation};
-use burn_ruda::{BackwardWithGrad, Ruda, RudaWgpu, backward_with_grad, layer_norm::native_calls};
+use burn_ruda::{BackwardWithGrad, Ruda, RudaWgpu, backward_with_grad};
 use cubecl::wgpu::WgpuDevice;
 use ruda_tests::differential::module_ops::layer_norm_of as layer_norm;
 use ruda_tests::differential::{self, Family, compare_floats, values};
+use ruda_tests::launches::layer_norm as native_calls;
 use ruda_tests::plain_runtime::PlainWgpu;
 use serial_test::serial;
 
@@ -113,7 +114,9 @@ fn module_ops_match_ndarray() {
     differential(Family::ModuleOps);
 }
 
+/// Serial: its softmax checks run the native kernels.
 #[test]
+#[serial]
 fn activations_match_ndarray() {
     differential(Family::Activations);
 }
@@ -128,7 +131,8 @@ fn transactions_match_ndarray() {
     differential(Family::Transactions);
 }
 
-/// Serial: the MLP, the transformer and the LayerNorm case run the native kernels.
+/// Serial: the MLP, the transformer, the attention with its loss, the LayerNorm and softmax
+/// cases run the native kernels.
 #[test]
 #[serial]
 fn gradients_match_autodiff_ndarray() {
@@ -511,8 +515,8 @@ fn embedding_gradient_runs_the_native_kernel_with_burns_bits() {
     use burn::nn::EmbeddingConfig;
     use burn::tensor::Int;
     use burn::tensor::ops::ModuleOps;
-    use burn_ruda::embedding::native_embedding_backward_calls;
     use ruda_tests::differential::int_data;
+    use ruda_tests::launches::embedding_backward as native_embedding_backward_calls;
 
     fn table_grad<B: AutodiffBackend>(device: &B::Device, ids: TensorData) -> TensorData {
         let embedding = EmbeddingConfig::new(30, 20).init::<B>(device);
@@ -645,4 +649,87 @@ fn tensors_move_between_two_wgpu_devices_with_their_values() {
     let grad = x.grad(&grads).expect("x has a gradient");
     assert_eq!(grad.device(), rdev());
     assert_eq!(f32s(grad.to_data()), vec![2.0; 15]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Softmax
+
+/// Burn's attention (softmax over the scores) and cross-entropy (log-softmax over the logits)
+/// under `burn_ruda::Autodiff`: one native forward and one native backward each, and the loss
+/// and gradients of Burn's own autodiff over NdArray (the differential suite's attention check
+/// compares every parameter's gradient; this one counts the kernels). Serial: reads the
+/// native-launch counters.
+#[test]
+#[serial]
+fn attention_and_cross_entropy_run_one_native_softmax_node_each() {
+    use ruda_tests::differential::gradients::AttentionLoss;
+    use ruda_tests::launches::softmax as softmax_calls;
+
+    fn run<B: AutodiffBackend>(device: &B::Device, record: Vec<u8>) -> (TensorData, TensorData) {
+        use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+        let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
+        let model = AttentionLoss::<B>::new(device)
+            .load_record(Recorder::<B>::load(&recorder, record, device).expect("record"));
+        let data = differential::float_data(77, &[2, 6, 16], -1.0, 1.0);
+        let x = Tensor::<B, 3>::from_data(data, device).require_grad();
+        let targets: Vec<i64> = (0..12).map(|i| (i * 5 + 1) % 11).collect();
+        let targets =
+            Tensor::<B, 1, burn::tensor::Int>::from_data(TensorData::new(targets, [12]), device);
+        let loss = model.loss(x.clone(), targets);
+        let value = loss.clone().into_data();
+        let grads = loss.backward();
+        (value, x.grad(&grads).expect("x has a gradient").into_data())
+    }
+
+    use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+    <BurnAdNd as Backend>::seed(&ndev(), 7);
+    let record = Recorder::<BurnAdNd>::record(
+        &BinBytesRecorder::<FullPrecisionSettings>::default(),
+        AttentionLoss::<BurnAdNd>::new(&ndev()).into_record(),
+        (),
+    )
+    .expect("record to bytes");
+    let before = softmax_calls();
+    let (loss, dx) = run::<RudaAd>(&rdev(), record.clone());
+    let after = softmax_calls();
+    let (want_loss, want_dx) = run::<BurnAdNd>(&ndev(), record);
+    assert_close_data("loss", loss, want_loss, 1e-4);
+    assert_close_data("input gradient", dx, want_dx, 1e-3);
+    assert_eq!(
+        after.0 - before.0,
+        2,
+        "one native forward for the scores, one for the logits"
+    );
+    assert_eq!(after.1 - before.1, 2, "one native backward each");
+}
+
+/// Softmax and log-softmax over every dimension on plain `Ruda` (no autodiff): the native
+/// forward kernel, against NdArray.
+#[test]
+#[serial]
+fn softmax_on_ruda_runs_the_native_kernel_over_every_dimension() {
+    use ruda_tests::launches::softmax as softmax_calls;
+    let (x, nx) = floats(48, [3, 4, 5]);
+    for dim in 0..3 {
+        let before = softmax_calls();
+        let got = activation::softmax(x.clone(), dim).into_data();
+        let got_log = activation::log_softmax(x.clone(), dim).into_data();
+        assert_eq!(
+            softmax_calls().0 - before.0,
+            2,
+            "dim {dim}: two native forwards"
+        );
+        assert_close_data(
+            "softmax",
+            got,
+            activation::softmax(nx.clone(), dim).into_data(),
+            1e-5,
+        );
+        assert_close_data(
+            "log_softmax",
+            got_log,
+            activation::log_softmax(nx.clone(), dim).into_data(),
+            1e-5,
+        );
+    }
 }

@@ -15,8 +15,9 @@ use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Tensor, TensorData};
-use burn_ruda::{Ruda, RudaWgpu, layer_norm::native_calls};
+use burn_ruda::{Ruda, RudaWgpu};
 use cubecl::wgpu::WgpuDevice;
+use ruda_tests::launches::layer_norm as native_calls;
 use serial_test::serial;
 
 type R = Ruda<RudaWgpu>;

@@ -22,7 +22,7 @@
 
 use cubecl::prelude::*;
 
-use super::reduce::{group_sum3, hsum, shared_len};
+use crate::group_reduce::{group_sum3, hsum, shared_len};
 
 /// Row held in registers, same layout as the forward `forward_registers` (groups of `group_size`
 /// units, `rows_per_cube` groups per cube, `vectors_per_unit` vectors per unit).

@@ -6,7 +6,7 @@
 
 use cubecl::prelude::*;
 
-use super::reduce::{group_sum2, hsum, shared_len};
+use crate::group_reduce::{group_sum2, hsum, shared_len};
 
 /// Row held in registers: a group of `group_size` units per row, `rows_per_cube` groups per
 /// cube (`CubeDim (group_size, rows_per_cube)`), each unit holding `vectors_per_unit` vectors of

@@ -2,5 +2,4 @@
 
 pub(crate) mod backward;
 pub(crate) mod forward;
-pub(crate) mod reduce;
 pub(crate) mod unit;

@@ -15,7 +15,7 @@
 
 use cubecl::prelude::*;
 
-use super::reduce::hsum;
+use crate::group_reduce::hsum;
 
 /// Forward, one unit per row (`rows` units, cubes looping over the rows).
 ///

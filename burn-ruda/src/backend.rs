@@ -4,27 +4,18 @@ use core::fmt;
 use core::marker::PhantomData;
 
 use burn_backend::{
-    Backend, BackendTypes,
-    ops::{BoolTensorOps, FloatTensorOps, IntTensorOps, ModuleOps, QTensorOps},
+    BackendTypes,
+    ops::{ActivationOps, BoolTensorOps, FloatTensorOps, IntTensorOps, ModuleOps, QTensorOps},
     tensor::{BoolTensor, Device, FloatTensor, IntTensor, QuantizedTensor},
 };
-use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
+use burn_cubecl::{BoolElement, CubeBackend, FloatElement, IntElement};
 
-use crate::layer_norm::{self, LayerNormBackend};
+use crate::ops::{
+    LayerNormBackend, RudaRuntime, embedding, layer_norm, matmul,
+    softmax::{self, Kind},
+};
 use crate::signatures::*;
 use crate::transfer;
-
-// Names shared by `Ruda`'s operations in burn-fusion's stream.
-#[cfg(feature = "fusion")]
-mod cube_fusion;
-// `ModuleOps::embedding_backward` for `Ruda`: its native kernel, wired into Burn.
-mod embedding_ops;
-// `GivenGradOps` for `Ruda`: the root and the seed of `backward_with_grad`'s node.
-mod given_grad_ops;
-// `LayerNormBackend` for `Ruda`: its native kernels, wired into Burn.
-mod layer_norm_ops;
-// `float_matmul` and `ModuleOps::linear*` for `Ruda`: native products where the runtime has them.
-mod matmul_ops;
 
 /// The backend `Ruda` delegates every operation to: Burn's fusion engine over burn-cubecl's
 /// kernels (feature `fusion`, on by default), or burn-cubecl's kernels directly.
@@ -52,9 +43,10 @@ macro_rules! declare_ruda {
         /// [`crate::RudaWgpu`], [`crate::RudaCuda`], or any CubeCL runtime with an
         /// `impl ruda_runtime::Runtime`), with float element `F`, int element `I` and bool
         /// element `BT`. Its tensors are those of [`Inner`] (Burn's fusion engine over
-        /// burn-cubecl), and every operation is delegated to it, except
-        /// [`ModuleOps::layer_norm`]: when `R::has_native_layer_norm()` it runs the runtime's
-        /// native fused kernel, otherwise Burn's composed LayerNorm.
+        /// burn-cubecl), and every operation is delegated to it, except the native ones of
+        /// [`crate::ops`]: [`ModuleOps::layer_norm`] (when `R::has_native_layer_norm()`),
+        /// softmax and log-softmax, the embedding table's gradient, and matrix products where
+        /// the runtime has them; each falls back to Burn's own where it does not apply.
         ///
         /// Swap it in where a Burn program names its backend:
         ///
@@ -103,12 +95,8 @@ impl<R, F, I, BT> fmt::Debug for Ruda<R, F, I, BT> {
     }
 }
 
-impl<R, F, I, BT> BackendTypes for Ruda<R, F, I, BT>
-where
-    R: ruda_runtime::Runtime + CubeRuntime,
-    F: FloatElement,
-    I: IntElement,
-    BT: BoolElement,
+impl<R: RudaRuntime, F: FloatElement, I: IntElement, BT: BoolElement> BackendTypes
+    for Ruda<R, F, I, BT>
 {
     type Device = <Inner<R, F, I, BT> as BackendTypes>::Device;
     type FloatTensorPrimitive = <Inner<R, F, I, BT> as BackendTypes>::FloatTensorPrimitive;
@@ -122,65 +110,23 @@ where
 
 with_backend_signatures!(delegate_backend! {
     {
-        impl [R, F, I, BT] Ruda<R, F, I, BT> => Inner<R, F, I, BT>;
-        where [
-            R: ruda_runtime::Runtime + CubeRuntime,
-            F: FloatElement,
-            I: IntElement,
-            BT: BoolElement,
-        ];
-        own RudaOwnOps
+        impl [R: RudaRuntime, F: FloatElement, I: IntElement, BT: BoolElement]
+            Ruda<R, F, I, BT> => Inner<R, F, I, BT>;
+        where [];
+        own OwnOps
     }
 });
 
-/// The methods of the signature list that `Ruda` implements itself (`#[own]` in the list).
-trait RudaOwnOps: Backend {
-    fn sync(device: &Device<Self>) -> Result<(), ExecutionError>;
-    fn layer_norm(
-        tensor: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        beta: Option<FloatTensor<Self>>,
-        epsilon: f64,
-    ) -> FloatTensor<Self>;
-    fn embedding_backward(
-        weights: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-        indices: IntTensor<Self>,
-    ) -> FloatTensor<Self>;
-    fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
-    fn linear(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        bias: Option<FloatTensor<Self>>,
-    ) -> FloatTensor<Self>;
-    fn linear_x_backward(
-        weight: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-    ) -> FloatTensor<Self>;
-    fn linear_weight_backward(
-        x: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-    ) -> FloatTensor<Self>;
-    fn linear_bias_backward(output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
-    fn float_to_device(tensor: FloatTensor<Self>, device: &Device<Self>) -> FloatTensor<Self>;
-    fn int_to_device(tensor: IntTensor<Self>, device: &Device<Self>) -> IntTensor<Self>;
-    fn bool_to_device(tensor: BoolTensor<Self>, device: &Device<Self>) -> BoolTensor<Self>;
-    fn q_to_device(tensor: QuantizedTensor<Self>, device: &Device<Self>) -> QuantizedTensor<Self>;
-}
-
 /// Whether a move from `from` to `to` on runtime `R` must go through the host: the devices
 /// differ and the runtime has no device-to-device transport (see [`crate::transfer`]).
-fn through_host<R: CubeRuntime, D: PartialEq>(from: &D, to: &D) -> bool {
+fn through_host<R: RudaRuntime, D: PartialEq>(from: &D, to: &D) -> bool {
     from != to && !transfer::runtime_transfers_between_devices::<R>()
 }
 
-impl<R, F, I, BT> RudaOwnOps for Ruda<R, F, I, BT>
-where
-    R: ruda_runtime::Runtime + CubeRuntime,
-    F: FloatElement,
-    I: IntElement,
-    BT: BoolElement,
-{
+/// `Inner` of the same parameters, for the methods below.
+type In<R, F, I, BT> = Inner<R, F, I, BT>;
+
+impl<R: RudaRuntime, F: FloatElement, I: IntElement, BT: BoolElement> OwnOps for Ruda<R, F, I, BT> {
     // burn-cubecl's sync waits on the calling thread while CubeCL's device thread may fall
     // asleep (150 us steps) before the next launches; ruda's waits on the device thread
     // (`ruda_runtime::sync`). Under fusion, the queued operations are launched first, as
@@ -210,10 +156,28 @@ where
             <Self as LayerNormBackend>::layer_norm_native_output(tensor, gamma, beta, epsilon)
         } else {
             // Burn's composed LayerNorm (the trait's default), on the inner backend.
-            <Inner<R, F, I, BT> as ModuleOps<Inner<R, F, I, BT>>>::layer_norm(
+            <In<R, F, I, BT> as ModuleOps<In<R, F, I, BT>>>::layer_norm(
                 tensor, gamma, beta, epsilon,
             )
         }
+    }
+
+    fn softmax(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
+        softmax::softmax::<Self>(tensor, dim, Kind::Softmax, In::<R, F, I, BT>::softmax)
+    }
+
+    fn log_softmax(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
+        softmax::softmax::<Self>(
+            tensor,
+            dim,
+            Kind::LogSoftmax,
+            In::<R, F, I, BT>::log_softmax,
+        )
+    }
+
+    // Burn's default: the softmax of `-tensor`, here `Ruda`'s own.
+    fn softmin(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
+        <Self as OwnOps>::softmax(In::<R, F, I, BT>::float_neg(tensor), dim)
     }
 
     // Native on every runtime for small tables (Burn's default walks every token on one unit per
@@ -223,12 +187,12 @@ where
         output_grad: FloatTensor<Self>,
         indices: IntTensor<Self>,
     ) -> FloatTensor<Self> {
-        embedding_ops::embedding_backward::<R, F, I, BT>(weights, output_grad, indices)
+        embedding::embedding_backward::<R, In<R, F, I, BT>>(weights, output_grad, indices)
     }
 
     // Native products where the runtime has them (cuBLAS on CUDA), Burn's elsewhere.
     fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
-        matmul_ops::float_matmul::<R, F, I, BT>(lhs, rhs)
+        matmul::float_matmul::<R, In<R, F, I, BT>>(lhs, rhs)
     }
 
     fn linear(
@@ -236,25 +200,25 @@ where
         weight: FloatTensor<Self>,
         bias: Option<FloatTensor<Self>>,
     ) -> FloatTensor<Self> {
-        matmul_ops::linear::<R, F, I, BT>(x, weight, bias)
+        matmul::linear::<R, In<R, F, I, BT>>(x, weight, bias)
     }
 
     fn linear_x_backward(
         weight: FloatTensor<Self>,
         output_grad: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        matmul_ops::linear_x_backward::<R, F, I, BT>(weight, output_grad)
+        matmul::linear_x_backward::<R, In<R, F, I, BT>>(weight, output_grad)
     }
 
     fn linear_weight_backward(
         x: FloatTensor<Self>,
         output_grad: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        matmul_ops::linear_weight_backward::<R, F, I, BT>(x, output_grad)
+        matmul::linear_weight_backward::<R, In<R, F, I, BT>>(x, output_grad)
     }
 
     fn linear_bias_backward(output_grad: FloatTensor<Self>) -> FloatTensor<Self> {
-        matmul_ops::linear_bias_backward::<R, F, I, BT>(output_grad)
+        matmul::linear_bias_backward::<R, In<R, F, I, BT>>(output_grad)
     }
 
     fn float_to_device(tensor: FloatTensor<Self>, device: &Device<Self>) -> FloatTensor<Self> {

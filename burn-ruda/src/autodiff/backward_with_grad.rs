@@ -9,8 +9,9 @@
 //! dy)` starts the pass from `dy` itself. It records one node after `y` whose output is a single
 //! element and whose backward hands `dy` to `y`, so the seed Burn fills is that one element.
 //! Under [`crate::Autodiff`], [`crate::Ruda`] makes that element's buffer once per device and
-//! ends Burn's seed with an operation burn-fusion executes ([`GivenGradOps`]); under Burn's own
-//! autodiff the root is uploaded on every call ([`upload_root`]).
+//! ends Burn's seed with an operation burn-fusion executes
+//! ([`GivenGradOps`](crate::ops::GivenGradOps)); under Burn's own autodiff the root is uploaded
+//! on every call ([`upload_root`]).
 //!
 //! Burn's autodiff has no such entry point, and its `Gradients` container and node API
 //! (`burn_autodiff::ops`) are public, so this is a small node of ours, like the LayerNorm node
@@ -22,14 +23,11 @@ use burn_autodiff::{
     grads::Gradients,
     ops::{Backward, Ops, OpsKind},
 };
-use burn_backend::{
-    AutodiffBackend, Backend, TensorData, TensorMetadata,
-    tensor::{Device, FloatTensor},
-};
+use burn_backend::{AutodiffBackend, Backend, TensorMetadata, tensor::FloatTensor};
 use burn_tensor::Tensor;
 
-use crate::autodiff::Autodiff;
-use crate::layer_norm::LayerNormBackend;
+use super::{Autodiff, NativeBackend};
+use crate::ops::given_grad::upload_root;
 
 /// Autodiff backends whose backward pass can start from an output with a given gradient.
 pub trait BackwardWithGrad: AutodiffBackend {
@@ -132,33 +130,6 @@ fn check_given_grad<B: Backend>(tensor: &FloatTensor<B>, grad: &FloatTensor<B>) 
     );
 }
 
-/// What a backend does for [`backward_with_grad`]'s node under [`crate::Autodiff`]: its
-/// one-element output (the root Burn's backward pass starts from) and the end of Burn's
-/// one-element seed (the root's gradient, which nothing reads).
-///
-/// Both exist for burn-fusion. An operation that no executed operation reads leaves its fusion
-/// block open: burn-fusion then defers every later operation of the stream, the native
-/// LayerNorm's included, until a sync or five open blocks, exploring the growing queue again at
-/// every registration. Back to back on an H200, LayerNorm calls then cost 0.6-3.7 ms each
-/// instead of about 0.1 ms (`benches/results/2026-12-03-h200-layer-norm-given-grad.md`,
-/// `benches/results/2026-12-04-h200-given-grad-seed.md`). Burn's own
-/// autodiff, over any backend, uploads the root on every call ([`upload_root`]) and drops the
-/// seed, whose block then stays open over burn-fusion.
-pub trait GivenGradOps: Backend {
-    /// A one-element F32 tensor on `device`, whose value is never read.
-    fn given_grad_root(device: &Device<Self>) -> FloatTensor<Self>;
-
-    /// Ends the seed, a one-element tensor nothing else reads.
-    fn release_given_grad_seed(seed: FloatTensor<Self>);
-}
-
-/// The root uploaded from the host, as Burn's own autodiff takes it over any backend. On CUDA a
-/// copy from pageable host memory waits for the stream's earlier work, so every call waits for
-/// the device.
-pub fn upload_root<B: Backend>(device: &Device<B>) -> FloatTensor<B> {
-    B::float_from_data(TensorData::new(vec![0.0f32], [1]), device)
-}
-
 /// Records the node with output `root` after `tensor` and runs Burn's backward pass from it.
 fn backward_from_root<B: AutodiffInner, C: CheckpointStrategy>(
     tensor: FloatTensor<burn_autodiff::Autodiff<B, C>>,
@@ -188,9 +159,7 @@ impl<B: AutodiffInner, C: CheckpointStrategy> BackwardWithGrad for burn_autodiff
     }
 }
 
-impl<B: LayerNormBackend + GivenGradOps + AutodiffInner, C: CheckpointStrategy> BackwardWithGrad
-    for Autodiff<B, C>
-{
+impl<B: NativeBackend + AutodiffInner, C: CheckpointStrategy> BackwardWithGrad for Autodiff<B, C> {
     fn backward_with_grad(tensor: FloatTensor<Self>, grad: FloatTensor<B>) -> Gradients {
         check_given_grad::<B>(&tensor.primitive, &grad);
         // Same tensors, same graph: the decorator's tensors are Burn's autodiff's.

@@ -9,8 +9,8 @@
 //!
 //! Why ruda has its own: Burn's default (`ModuleOps::embedding_backward`, a `select_add` in
 //! burn-cubecl) runs one unit per column, each walking every token in turn: `D` units for the
-//! whole GPU (512 on DESIGN.md's transformer), 1.5 ms per call on an H200 for 8192 tokens and 76
-//! rows, two calls per training step (`benches/results/2026-12-01-h200-step-breakdown.md`).
+//! whole GPU (512 on the benchmarked transformer), 1.5 ms per call on an H200 for 8192 tokens and
+//! 76 rows, two calls per training step (`docs/perf/embedding.md`).
 //!
 //! Here one cube owns one block of columns of one table row: it stages the indices in shared
 //! memory a tile at a time, and each unit adds the gradient vectors of the matching tokens, in
@@ -19,9 +19,9 @@
 //! f32 for f16/bf16 gradients (f64 for f64). The cost is one shared-memory comparison per token
 //! and table row, plus one read of each gradient row: every cube scans all tokens, so the time
 //! grows with the table's rows once their cubes no longer run at once. Measured on an H200 with
-//! 8192 tokens (`benches/results/2026-12-01-h200-embedding-backward.md`): 76 rows, 0.41 ms against
-//! Burn's 1.70 ms; 1024 rows, 0.85 ms against 1.81 ms; 50257 rows, 24 ms against 3.5 ms. So the backends use it only for tables of
-//! at most [`NATIVE_MAX_ROWS`] rows ([`prefers_native`]) and Burn's kernel above.
+//! 8192 tokens (`docs/perf/embedding.md`): 76 rows, 0.41 ms against Burn's 1.70 ms; 1024 rows,
+//! 0.85 ms against 1.81 ms; 50257 rows, 24 ms against 3.5 ms. So the backends use it only for
+//! tables of at most [`NATIVE_MAX_ROWS`] rows ([`prefers_native`]) and Burn's kernel above.
 //!
 //! Indices outside `0..V` (negative included) match no row: they contribute nothing.
 //! Bad shapes or dtypes panic before anything is launched.
@@ -29,8 +29,16 @@
 use burn_backend::DType;
 use cubecl::{client::ComputeClient, prelude::*};
 
+// The `#[cube]` kernel.
+mod kernels;
+// Argument checks, before anything is queued or launched.
+mod validate;
+
 use crate::layout::{address_type, array_arg, into_contiguous, vector_size};
 use crate::tensor_buffer::TensorBuffer;
+use kernels::embedding_backward_kernel;
+use validate::check;
+pub use validate::check_shapes;
 
 /// Most units in a cube: each unit holds one vector of columns, and the cube stages this many
 /// indices per tile.
@@ -107,89 +115,4 @@ pub fn embedding_backward<R: cubecl::Runtime>(
         );
     }
     out
-}
-
-/// Checks the shapes and dtypes; returns `D`.
-fn check(grad: &TensorBuffer, indices: &TensorBuffer) -> usize {
-    assert!(
-        grad.dtype.is_float(),
-        "Embedding backward: the output gradient must be a float tensor, got {:?}",
-        grad.dtype
-    );
-    assert!(
-        indices.dtype.is_int() || indices.dtype.is_uint(),
-        "Embedding backward: the indices must be an integer tensor, got {:?}",
-        indices.dtype
-    );
-    check_shapes(&grad.shape, &indices.shape)
-}
-
-/// Checks that the output gradient's shape is the indices' shape plus one last dimension, the
-/// embedding size `D`, and returns `D`. The backends call it before queueing the kernel, so
-/// that a bad call panics where it is made.
-///
-/// # Panics
-/// When the shapes do not match so.
-pub fn check_shapes(grad: &[usize], indices: &[usize]) -> usize {
-    let rank = grad.len();
-    assert!(
-        rank >= 1 && indices.len() == rank - 1 && grad[..rank - 1] == indices[..],
-        "Embedding backward: the output gradient's shape must be the indices' shape plus the \
-         embedding size, got gradient {grad:?} and indices {indices:?}"
-    );
-    grad[rank - 1]
-}
-
-/// One cube per (table row, block of columns) item, looping over items past the grid. Every
-/// unit of a cube owns one vector of columns; the cube walks the tokens in tiles of
-/// `block` indices staged in shared memory, and each unit adds the gradient vectors of the tokens
-/// whose index is the row. The loops are uniform across the cube, so the barriers are reached
-/// by every unit.
-#[cube(launch_unchecked, address_type = "dynamic")]
-fn embedding_backward_kernel<F: Float, I: Int, A: Float, N: Size>(
-    indices: &Array<I>,
-    grad: &Array<Vector<F, N>>,
-    out: &mut Array<Vector<F, N>>,
-    tokens: usize,
-    d_vec: usize,
-    col_blocks: usize,
-    items: usize,
-    #[comptime] block: usize,
-    #[define(F, I, A)] _dtypes: [StorageType; 3],
-) {
-    let lane = UNIT_POS_X as usize;
-    let mut tile = SharedMemory::<I>::new(block);
-    let mut item = CUBE_POS;
-    while item < items {
-        let row = item / col_blocks;
-        let col = (item % col_blocks) * block + lane;
-        let target = I::cast_from(row);
-        let mut sum = Vector::<A, N>::from_int(0);
-        let mut start = 0;
-        while start < tokens {
-            let token = start + lane;
-            if token < tokens {
-                tile[lane] = indices[token];
-            }
-            sync_cube();
-            let mut len = tokens - start;
-            if len > block {
-                len = block;
-            }
-            if col < d_vec {
-                for j in 0..len {
-                    if tile[j] == target {
-                        sum += Vector::cast_from(grad[(start + j) * d_vec + col]);
-                    }
-                }
-            }
-            // Every unit is done with the tile before the next one overwrites it.
-            sync_cube();
-            start += block;
-        }
-        if col < d_vec {
-            out[row * d_vec + col] = Vector::cast_from(sum);
-        }
-        item += CUBE_COUNT;
-    }
 }

@@ -1,4 +1,5 @@
-//! Sums across the units that share one row.
+//! Sums and maxima across the units that share one row: the reductions of ruda's row kernels
+//! (LayerNorm, softmax).
 //!
 //! A *group* is the set of units of a cube with the same `UNIT_POS_Y`: `group_size` units along
 //! x (`CUBE_DIM_X == group_size`). Every unit of the group gets the same total back, so that the
@@ -20,7 +21,27 @@
 //! Every call ends with a barrier once the slots have been read, so consecutive calls may use the
 //! same shared memory.
 
-use cubecl::prelude::*;
+use cubecl::{client::ComputeClient, features::Plane, prelude::*};
+
+/// Most units a group may have (and so the largest plane size the kernels use).
+pub(crate) const MAX_GROUP_UNITS: usize = 256;
+
+/// Plane size usable by the kernels, 0 when the shared-memory path must be used: the device must
+/// advertise plane operations with a fixed, power-of-two plane size of at most
+/// [`MAX_GROUP_UNITS`].
+pub(crate) fn usable_plane_size<R: cubecl::Runtime>(client: &ComputeClient<R>) -> usize {
+    let props = client.properties();
+    let hw = &props.hardware;
+    if props.features.plane.contains(Plane::Ops)
+        && hw.plane_size_min == hw.plane_size_max
+        && hw.plane_size_max.is_power_of_two()
+        && hw.plane_size_max as usize <= MAX_GROUP_UNITS
+    {
+        hw.plane_size_max as usize
+    } else {
+        0
+    }
+}
 
 /// Shared-memory slots needed per group and per value reduced.
 pub(crate) fn slots_per_group(group_size: usize, plane_size: usize) -> usize {
@@ -41,6 +62,20 @@ pub(crate) fn shared_len(
     values: usize,
 ) -> usize {
     rows_per_cube * values * slots_per_group(group_size, plane_size)
+}
+
+/// Sums one value over the group, returning `sum(a)` to every unit of the group.
+///
+/// `shared` must have [`shared_len`]`(rows_per_cube, group_size, plane_size, 1)` slots or more.
+#[cube]
+pub(crate) fn group_sum(
+    a: f32,
+    shared: &mut SharedMemory<f32>,
+    #[comptime] group_size: usize,
+    #[comptime] plane_size: usize,
+) -> f32 {
+    let (total, _, _) = group_sums(a, 0.0, 0.0, shared, group_size, plane_size, 1usize);
+    total
 }
 
 /// Sums two values over the group, returning `(sum(a), sum(b))` to every unit of the group.
@@ -213,4 +248,85 @@ fn plane_group_sums(
 #[cube]
 pub(crate) fn hsum<N: Size>(value: Vector<f32, N>) -> f32 {
     f32::cast_from(value.vector_sum())
+}
+
+/// The maximum of `a` over the group, returned to every unit of the group. NaN is ignored as
+/// `f32::max` ignores it (the callers carry a NaN through their sums instead).
+///
+/// `shared` must have [`shared_len`]`(rows_per_cube, group_size, plane_size, 1)` slots or more.
+/// Same rules as the sums: cube-uniform control flow, a barrier before returning.
+#[cube]
+pub(crate) fn group_max(
+    a: f32,
+    shared: &mut SharedMemory<f32>,
+    #[comptime] group_size: usize,
+    #[comptime] plane_size: usize,
+) -> f32 {
+    if comptime!(plane_size == 0) {
+        tree_max(a, shared, group_size)
+    } else {
+        plane_group_max(a, shared, group_size, plane_size)
+    }
+}
+
+/// Shared-memory tree over the group's `group_size` slots.
+#[cube]
+fn tree_max(a: f32, shared: &mut SharedMemory<f32>, #[comptime] group_size: usize) -> f32 {
+    let lane = UNIT_POS_X as usize;
+    let base = UNIT_POS_Y as usize * group_size;
+    shared[base + lane] = a;
+    sync_cube();
+    let mut stride = (CUBE_DIM_X / 2) as usize;
+    while stride > 0 {
+        if lane < stride {
+            let i = base + lane;
+            let other = shared[i + stride];
+            shared[i] = f32::max(shared[i], other);
+        }
+        sync_cube();
+        stride /= 2;
+    }
+    let total = shared[base];
+    // Release the slots for the next call.
+    sync_cube();
+    total
+}
+
+/// Plane maxima, then, for groups wider than a plane, one shared slot per plane.
+#[cube]
+fn plane_group_max(
+    a: f32,
+    shared: &mut SharedMemory<f32>,
+    #[comptime] group_size: usize,
+    #[comptime] plane_size: usize,
+) -> f32 {
+    let mut total = plane_max(a);
+    if comptime!(group_size > plane_size) {
+        let lane = UNIT_POS_X as usize;
+        let planes = comptime!(group_size / plane_size);
+        let base = UNIT_POS_Y as usize * planes;
+        if UNIT_POS_PLANE == 0 {
+            shared[base + lane / plane_size] = total;
+        }
+        sync_cube();
+        total = shared[base];
+        #[unroll]
+        for p in 1..planes {
+            total = f32::max(total, shared[base + p]);
+        }
+        // Release the slots for the next call.
+        sync_cube();
+    }
+    total
+}
+
+/// Largest lane of a vector (NaN ignored as by `f32::max`).
+#[cube]
+pub(crate) fn hmax<N: Size>(value: Vector<f32, N>) -> f32 {
+    let mut out = value[0];
+    #[unroll]
+    for i in 1..N::value() {
+        out = f32::max(out, value[i]);
+    }
+    out
 }

@@ -1,0 +1,145 @@
+//! The one helper every native operation of [`crate::Ruda`] goes through: a [`NativeKernel`] on
+//! burn-cubecl tensors, launched at once, or, under the `fusion` feature, queued in Burn's
+//! fusion stream as a custom operation (`OperationIr::Custom`, as burn-vision queues its
+//! connected components) that runs the kernel when the stream executes.
+//!
+//! Queued, a native operation stays in program order with the fused operations around it and
+//! never forces a flush: burn-fusion executes what was queued before it, then runs it on the
+//! handles of its inputs, and registers its outputs' handles under the ids the caller already
+//! holds. Its arguments are checked on the caller's thread before it is queued (each op's
+//! `validate`), so a bad call panics where it is made, not later on burn-fusion's thread.
+
+use burn_backend::{DType, Shape};
+use burn_cubecl::tensor::CubeTensor;
+
+use super::{RudaRuntime, RudaTensor};
+
+/// A native kernel on burn-cubecl tensors.
+///
+/// `launch` takes the inputs in the order [`run`] was given them and returns the outputs in a
+/// fixed order; [`run`] keeps the first `N` of them, so a kernel may return outputs a caller
+/// does not want (LayerNorm's statistics for an inference forward), which are then freed in
+/// stream order.
+pub(crate) trait NativeKernel<R: RudaRuntime>: Send + Sync + 'static {
+    /// The operation's name in burn-fusion's stream and in its trace span, e.g.
+    /// `ruda_layer_norm`: distinct for every kernel and number of outputs.
+    fn name(&self) -> &'static str;
+
+    /// Runs the kernel.
+    fn launch(&self, inputs: Vec<CubeTensor<R>>) -> Vec<CubeTensor<R>>;
+}
+
+/// Runs `kernel` on Ruda's tensors `inputs` (float or int); `outputs` are the shapes and dtypes
+/// of the first `N` outputs it returns.
+///
+/// Without the `fusion` feature the kernel runs now. Under it, the operation is queued in the
+/// stream of its inputs and the returned tensors are placeholders burn-fusion fills when it
+/// executes the operation.
+pub(crate) fn run<R: RudaRuntime, K: NativeKernel<R>, const N: usize>(
+    kernel: K,
+    inputs: Vec<RudaTensor<R>>,
+    outputs: [(Shape, DType); N],
+) -> [RudaTensor<R>; N] {
+    imp::run(kernel, inputs, outputs)
+}
+
+#[cfg(not(feature = "fusion"))]
+mod imp {
+    use super::*;
+
+    pub(super) fn run<R: RudaRuntime, K: NativeKernel<R>, const N: usize>(
+        kernel: K,
+        inputs: Vec<CubeTensor<R>>,
+        outputs: [(Shape, DType); N],
+    ) -> [CubeTensor<R>; N] {
+        let _span = tracing::trace_span!("ruda_native_op", name = kernel.name()).entered();
+        let mut launched = kernel.launch(inputs).into_iter();
+        outputs.map(|(shape, dtype)| {
+            let out = launched
+                .next()
+                .unwrap_or_else(|| panic!("{}: fewer outputs than asked", kernel.name()));
+            debug_assert!(out.meta.shape() == &shape && out.dtype == dtype);
+            out
+        })
+    }
+}
+
+#[cfg(feature = "fusion")]
+mod imp {
+    use super::*;
+
+    use core::fmt;
+    use core::marker::PhantomData;
+
+    use burn_cubecl::{CubeBackend, fusion::FusionCubeRuntime};
+    use burn_fusion::FusionRuntime;
+    use burn_fusion::stream::{Operation, OperationStreams};
+    use burn_ir::{CustomOpIr, HandleContainer, OperationIr, TensorIr};
+
+    /// Any burn-cubecl backend of runtime `R`, to convert between fusion handles and
+    /// burn-cubecl tensors: the conversion depends on the runtime alone (the handle carries its
+    /// own dtype), never on the backend's default element types.
+    type Cube<R> = CubeBackend<R, f32, i32, u32>;
+    /// The handles an operation reads its inputs from and registers its outputs in.
+    type Handles<R> = HandleContainer<<FusionCubeRuntime<R> as FusionRuntime>::FusionHandle>;
+
+    /// A [`NativeKernel`] queued in the fusion stream.
+    struct CustomOp<R: RudaRuntime, K> {
+        desc: CustomOpIr,
+        kernel: K,
+        _runtime: PhantomData<fn() -> R>,
+    }
+
+    impl<R: RudaRuntime, K: NativeKernel<R>> fmt::Debug for CustomOp<R, K> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_struct(self.kernel.name())
+                .field("desc", &self.desc)
+                .finish()
+        }
+    }
+
+    impl<R: RudaRuntime, K: NativeKernel<R>> Operation<FusionCubeRuntime<R>> for CustomOp<R, K> {
+        fn execute(&self, handles: &mut Handles<R>) {
+            let _span = tracing::trace_span!("ruda_native_op", name = self.kernel.name()).entered();
+            let inputs = self
+                .desc
+                .inputs
+                .iter()
+                .map(|ir| handles.get_float_tensor::<Cube<R>>(ir))
+                .collect();
+            let outputs = self.kernel.launch(inputs);
+            // Outputs the caller did not ask for are dropped here; their memory is reused in
+            // stream order.
+            for (ir, tensor) in self.desc.outputs.iter().zip(outputs) {
+                handles.register_float_tensor::<Cube<R>>(&ir.id, tensor);
+            }
+        }
+    }
+
+    pub(super) fn run<R: RudaRuntime, K: NativeKernel<R>, const N: usize>(
+        kernel: K,
+        inputs: Vec<RudaTensor<R>>,
+        outputs: [(Shape, DType); N],
+    ) -> [RudaTensor<R>; N] {
+        let name = kernel.name();
+        let client = inputs
+            .first()
+            .unwrap_or_else(|| panic!("{name}: a native operation needs an input"))
+            .client
+            .clone();
+        let streams = OperationStreams::with_inputs(inputs.iter());
+        let outputs = outputs
+            .map(|(shape, dtype)| TensorIr::uninit(client.create_empty_handle(), shape, dtype));
+        let inputs: Vec<TensorIr> = inputs.into_iter().map(|t| t.into_ir()).collect();
+        let desc = CustomOpIr::new(name, &inputs, &outputs);
+        let op = CustomOp::<R, K> {
+            desc: desc.clone(),
+            kernel,
+            _runtime: PhantomData,
+        };
+        client
+            .register(streams, OperationIr::Custom(desc), op)
+            .try_into()
+            .unwrap_or_else(|_| panic!("{name}: one tensor per registered output"))
+    }
+}

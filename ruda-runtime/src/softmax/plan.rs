@@ -1,0 +1,216 @@
+//! Launch shapes: vector width, units per row, vectors per unit, staging, grid size.
+
+use cubecl::{client::ComputeClient, prelude::*, server::Handle};
+
+use super::Variant;
+use crate::group_reduce::{MAX_GROUP_UNITS, shared_len, usable_plane_size};
+use crate::layout::vector_size;
+
+/// Most vectors a unit holds in the register variants (forward: the row; backward: `y` and
+/// `dy`). Beyond it the row goes to the staged or looped variants.
+pub const MAX_VECTORS_PER_UNIT: usize = 16;
+/// Most units of one row's cube (CUDA allows 1024 a cube; the long rows of a vocabulary-sized
+/// softmax need them all to keep one SM's memory pipes busy when one row fills its shared
+/// memory).
+const MAX_ROW_UNITS: usize = 1024;
+/// Rows' units per cube for the plane-per-row variant (several rows a cube).
+const PLANE_ROWS_UNITS: usize = 256;
+/// Vectors per unit per chunk of the looped and staged variants: four loads in flight a unit.
+const LOOP_CHUNK: usize = 4;
+/// Units per cube of the unit-per-row and column kernels.
+pub(crate) const UNIT_CUBE: usize = 64;
+/// Loop iterations one invocation may run, over all its loops together, on Mesa's lavapipe,
+/// less a margin (gallivm gives every invocation one loop counter and silently leaves whatever
+/// loop is running after 65535 iterations; see the LayerNorm plan).
+const UNIT_LOOP_BUDGET: usize = 65535 - 1024;
+
+/// Everything a row launch needs, decided on the host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Plan {
+    pub variant: Variant,
+    /// Elements per vector (`N`); divides `d`.
+    pub vector: usize,
+    /// Vectors per row.
+    pub d_vec: usize,
+    /// Units per row (`CUBE_DIM_X`), a power of two; the unit-per-row variant: units a cube.
+    pub group_size: usize,
+    /// Rows per cube (`CUBE_DIM_Y`); 1 except for the plane-per-row variant.
+    pub rows_per_cube: usize,
+    /// Register variants: vectors held a unit. Looped and staged: vectors a unit a chunk.
+    pub vectors_per_unit: usize,
+    /// Staged variant: the row's vectors, staged in shared memory; 0 otherwise.
+    pub staged_len: usize,
+    /// Plane size for plane reductions, 0 for the shared-memory path.
+    pub plane_size: usize,
+    /// Cubes launched (they loop over the work beyond).
+    pub cubes: usize,
+    /// Whether the vector was halved from the widest usable one (a tuning candidate).
+    pub narrowed: bool,
+}
+
+impl Plan {
+    /// The plan of `variant` for `rows` rows of `d` elements of `elem_size` bytes, read from
+    /// `handles` in place; `narrow` halves the widest vector. An error, before anything is
+    /// launched, when the variant cannot run the shape (its row does not fit in registers or in
+    /// shared memory, no narrower vector exists, or a unit would loop past lavapipe's limit).
+    pub(crate) fn new<R: cubecl::Runtime>(
+        client: &ComputeClient<R>,
+        rows: usize,
+        d: usize,
+        elem_size: usize,
+        handles: &[&Handle],
+        variant: Variant,
+        narrow: bool,
+    ) -> Result<Self, String> {
+        let hw = &client.properties().hardware;
+        let plane_size = usable_plane_size(client);
+        let widest = vector_size(client, d, elem_size, handles);
+        if narrow && widest == 1 {
+            return Err(format!(
+                "softmax {variant:?}: no vector narrower than 1 for rows of {d} elements"
+            ));
+        }
+        let vector = if narrow { widest / 2 } else { widest };
+        let d_vec = d / vector;
+        let max_units = (hw.max_units_per_cube as usize).min(MAX_ROW_UNITS);
+        // A group spans whole planes when plane reductions are used; a tree needs a power of
+        // two.
+        let min_group = plane_size.max(32).min(max_units);
+        let row_group = |per_unit: usize| {
+            d_vec
+                .div_ceil(per_unit)
+                .next_power_of_two()
+                .clamp(min_group, max_units)
+        };
+        let max_cubes = hw.max_cube_count.0 as usize;
+        let mut plan = Plan {
+            variant,
+            vector,
+            d_vec,
+            group_size: 0,
+            rows_per_cube: 1,
+            vectors_per_unit: 0,
+            staged_len: 0,
+            plane_size,
+            cubes: 0,
+            narrowed: narrow,
+        };
+        match variant {
+            Variant::PlanePerRow => {
+                // Without plane operations a group is a shared-memory tree: as few units as
+                // the row needs, up to 32.
+                let group = if plane_size > 0 {
+                    plane_size
+                } else {
+                    d_vec.next_power_of_two().clamp(1, 32)
+                };
+                plan.group_size = group;
+                plan.rows_per_cube = (PLANE_ROWS_UNITS.min(max_units) / group)
+                    .clamp(1, rows.max(1).next_power_of_two());
+                plan.vectors_per_unit = d_vec.div_ceil(group);
+            }
+            Variant::CubePerRow => {
+                // About four vectors a unit.
+                plan.group_size = row_group(4);
+                plan.vectors_per_unit = d_vec.div_ceil(plan.group_size);
+            }
+            Variant::CubePerRowStaged | Variant::CubePerRowLooped => {
+                plan.group_size = row_group(LOOP_CHUNK);
+                plan.vectors_per_unit = LOOP_CHUNK;
+                if variant == Variant::CubePerRowStaged {
+                    plan.staged_len = d_vec;
+                    let bytes = d_vec * vector * elem_size
+                        + shared_len(1, plan.group_size, plane_size, 1) * 4;
+                    if bytes > hw.max_shared_memory_size {
+                        return Err(format!(
+                            "softmax CubePerRowStaged: a row of {d} elements takes {bytes} bytes \
+                             of shared memory, more than this device's {}",
+                            hw.max_shared_memory_size
+                        ));
+                    }
+                }
+            }
+            Variant::UnitPerRow => {
+                plan.group_size = UNIT_CUBE.min(max_units);
+                let cubes = rows.div_ceil(plan.group_size).clamp(1, max_cubes);
+                let rows_per_unit = rows.div_ceil(cubes * plan.group_size);
+                let iterations = rows_per_unit * (3 * d_vec + 3);
+                if iterations > UNIT_LOOP_BUDGET {
+                    return Err(format!(
+                        "softmax UnitPerRow: {rows} rows of {d} elements take {iterations} loop \
+                         iterations a unit, more than the {UNIT_LOOP_BUDGET} lavapipe runs"
+                    ));
+                }
+            }
+        }
+        if matches!(variant, Variant::PlanePerRow | Variant::CubePerRow)
+            && plan.vectors_per_unit > MAX_VECTORS_PER_UNIT
+        {
+            return Err(format!(
+                "softmax {variant:?}: a row of {d} elements is {d_vec} vectors of {vector}, more \
+                 than {MAX_VECTORS_PER_UNIT} a unit over {} units",
+                plan.group_size
+            ));
+        }
+        let tiles = match variant {
+            Variant::PlanePerRow => rows.div_ceil(plan.rows_per_cube),
+            Variant::UnitPerRow => rows.div_ceil(plan.group_size),
+            _ => rows,
+        };
+        plan.cubes = tiles.clamp(1, max_cubes);
+        Ok(plan)
+    }
+
+    pub(crate) fn cube_dim(&self) -> CubeDim {
+        CubeDim::new_2d(self.group_size as u32, self.rows_per_cube as u32)
+    }
+}
+
+/// A launch of the column kernels (`dim` not the last), decided on the host; `None` when a
+/// unit would loop past lavapipe's limit (the caller then moves `dim` last).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ColumnsPlan {
+    /// Elements per vector, along the inner columns; divides `inner`.
+    pub vector: usize,
+    /// Vectors of columns per block of `inner` columns.
+    pub inner_vec: usize,
+    /// Units' worth of work: `outer * inner_vec`.
+    pub columns: usize,
+    /// Units a cube.
+    pub units: usize,
+    /// Cubes launched.
+    pub cubes: usize,
+}
+
+impl ColumnsPlan {
+    pub(crate) fn new<R: cubecl::Runtime>(
+        client: &ComputeClient<R>,
+        outer: usize,
+        d: usize,
+        inner: usize,
+        elem_size: usize,
+        handles: &[&Handle],
+    ) -> Option<Self> {
+        let hw = &client.properties().hardware;
+        let vector = vector_size(client, inner, elem_size, handles);
+        let inner_vec = inner / vector;
+        let columns = outer * inner_vec;
+        let units = if usable_plane_size(client) > 0 {
+            MAX_GROUP_UNITS
+        } else {
+            UNIT_CUBE
+        }
+        .min(hw.max_units_per_cube as usize);
+        let cubes = columns
+            .div_ceil(units)
+            .clamp(1, hw.max_cube_count.0 as usize);
+        let per_unit = columns.div_ceil(cubes * units);
+        (per_unit * (3 * d + 3) <= UNIT_LOOP_BUDGET).then_some(ColumnsPlan {
+            vector,
+            inner_vec,
+            columns,
+            units,
+            cubes,
+        })
+    }
+}

@@ -1,0 +1,31 @@
+//! The native kernels' launch counts (`burn_ruda::ops::counters`), as the tests read them.
+//! Under burn-fusion a kernel launches when the stream executes: read after a read-back or a
+//! `Backend::sync`.
+
+use burn_ruda::ops::counters::{Kernel, launches};
+
+/// LayerNorm `(forward, backward)` launches so far.
+pub fn layer_norm() -> (usize, usize) {
+    (
+        launches(Kernel::LayerNormForward),
+        launches(Kernel::LayerNormBackward),
+    )
+}
+
+/// Softmax and log-softmax `(forward, backward)` launches so far.
+pub fn softmax() -> (usize, usize) {
+    (
+        launches(Kernel::SoftmaxForward),
+        launches(Kernel::SoftmaxBackward),
+    )
+}
+
+/// Native products so far.
+pub fn matmul() -> usize {
+    launches(Kernel::Matmul)
+}
+
+/// Native embedding-gradient launches so far.
+pub fn embedding_backward() -> usize {
+    launches(Kernel::EmbeddingBackward)
+}
