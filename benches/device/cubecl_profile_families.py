@@ -12,11 +12,12 @@ from collections import defaultdict
 
 # Lower-cased CubeCL kernel names; first match wins.
 FAMILIES = [
+    ("softmax", ("softmax",)),
     ("layer norm", ("layernorm", "layer_norm", "forwardregisters", "backwardregisters",
                     "forwardlooped", "backwardlooped", "reducepartials", "planeperrow",
                     "unitperrow", "cubeperrow")),
     ("matmul", ("matmul", "gemm", "mma", "cmma", "tile")),
-    ("attention softmax/mask", ("softmax", "mask")),
+    ("attention mask", ("mask",)),
     ("reduction", ("reduce", "sum", "mean", "argmax", "max")),
     ("adam", ("adam",)),
     ("embedding", ("embedding", "gather", "select", "scatter")),

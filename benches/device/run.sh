@@ -41,6 +41,8 @@ STEPS=(
   "benchmarks|the published comparison: gpu_suite --benchmarks on every backend present (RUDA_BENCH_BACKENDS narrows), torch_layernorm.py at the 9 shapes (benchmarks.csv, torch.tsv)"
   "transformer-step|the transformer's bare training step, one gpu_suite process (STEP_BACKENDS=ruda-cuda,burn-cuda,ruda-cuda-bf16,burn-cuda-bf16; steps.csv)"
   "torch-step|the PyTorch transformer step (dropout 0, no final LayerNorm: NOT equal work) in f32, TF32 and bf16 with its kernel time by family (torch.txt)"
+  "softmax|softmax and log-softmax: the checks on CUDA against the f64 reference, the kernels against a copy of the same bytes back to back (gpu_suite --softmax), PyTorch's softmaxes and copy (benches/torch/softmax.py) (softmax.txt)"
+  "step-equal|the equal-work comparison in one call: ruda's bare step (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0,0.1) with kernels, products and host CPU per step, the same with RUDA_SOFTMAX=burn (STEP_SOFTMAX_AB=1), then benches/torch/transformer_step.py --all (TORCH_BUDGET_S=240) (step-equal.txt)"
   "torch-step-equal|the equal-work PyTorch transformer step, benches/torch/transformer_step.py (dropout 0.1, final LayerNorm; TORCH_STEP_ARGS passes its flags; torch-equal.txt)"
   "matmul|the matrix products alone: ruda's cuBLAS against burn-cubecl's, f32 and bf16 (gpu_suite --matmul; products.txt)"
   "embedding|the embedding table's gradient alone: ruda's kernel against Burn's at four table sizes (gpu_suite --embedding; embedding.txt)"
@@ -507,6 +509,46 @@ step_torch_step() {
   echo "== PyTorch's transformer step ($(date +%T))"
   PYTHONUNBUFFERED=1 timeout 120 python3 benches/device/torch_step_profile.py f32 tf32 bf16 2>&1 |
     tee -a "$out/torch.txt" | grep -E "^torch-|kernel time"
+  return 0
+}
+
+step_softmax() {
+  need gpu_suite || return 1
+  carry_caches
+  echo "== softmax: checks and kernels against a copy ($(date +%T))" | tee -a "$out/softmax.txt"
+  toml /tmp/suite-ruda /tmp/cc "" /tmp/cc/ptx
+  (cd /tmp/suite-ruda && timeout "${SOFTMAX_TIMEOUT:-300}" "$dev/gpu_suite" --softmax 2>&1) >>"$out/softmax.txt"
+  echo "   exit $?"; grep -E "^(PASS|FAIL|softmax|log_softmax)" "$out/softmax.txt"
+  echo "== PyTorch's softmax and copy ($(date +%T))" | tee -a "$out/softmax.txt"
+  PYTHONUNBUFFERED=1 timeout 120 python3 benches/torch/softmax.py 2>&1 | tee -a "$out/softmax.txt" | grep -E "^torch"
+  return 0
+}
+
+# step_run LABEL ENV...: one gpu_suite --step process (in /tmp/step-ruda: ruda's cache root,
+# CubeCL's profiling log at level "minimal" for the launch counts), its rows into step-equal.txt.
+step_run() {
+  local label=$1
+  shift
+  local dir=/tmp/step-ruda
+  toml "$dir" /tmp/cc "" /tmp/cc/ptx
+  printf '[profiling.logger]\nlevel = "minimal"\nfile = "%s"\n' "$dir/launches.log" >>"$dir/cubecl.toml"
+  rm -f "$dir/launches.log"
+  echo "== step: $label ($(date +%T))" | tee -a "$out/step-equal.txt"
+  (cd "$dir" && env "$@" RUDA_BENCH_BACKENDS="${STEP_BACKENDS:-ruda-cuda,ruda-cuda-bf16}" \
+      timeout "${STEP_TIMEOUT:-300}" "$dev/gpu_suite" --step --dropouts "${STEP_DROPOUTS:-0,0.1}" \
+      --launch-log "$dir/launches.log" 2>&1) >>"$out/step-equal.txt"
+  echo "   exit $?"
+}
+
+step_step_equal() {
+  need gpu_suite || return 1
+  carry_caches
+  step_run "native softmax" RUDA_SOFTMAX=native
+  [ "${STEP_SOFTMAX_AB:-0}" = 1 ] && step_run "Burn's composed softmax" RUDA_SOFTMAX=burn
+  grep -E "^(ruda|burn)-|^# launches" "$out/step-equal.txt"
+  echo "== PyTorch, equal work ($(date +%T))" | tee -a "$out/step-equal.txt"
+  PYTHONUNBUFFERED=1 timeout "${TORCH_STEP_TIMEOUT:-300}" python3 benches/torch/transformer_step.py \
+    --all --budget-s "${TORCH_BUDGET_S:-240}" 2>&1 | tee -a "$out/step-equal.txt" | grep -E "^torch-step" | cut -c1-220
   return 0
 }
 

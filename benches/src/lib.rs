@@ -14,6 +14,7 @@ pub mod embedding;
 pub mod layer_norm;
 pub mod products;
 pub mod report;
+pub mod softmax;
 pub mod span_profile;
 pub mod suite;
 pub mod timing;

@@ -34,11 +34,14 @@ pub struct TransformerSize {
     pub batch: usize,
     /// Vocabulary (the shipped Shakespeare text has 76 distinct characters).
     pub vocab: usize,
+    /// Dropout probability in percent (the model's attention scores, residual paths and
+    /// feed-forward layers): 10 is the example's 0.1, 0 removes dropout from the step.
+    pub dropout_percent: u32,
 }
 
 impl TransformerSize {
     /// The benchmarked step (`docs/perf/training-step.md`): 6 layers, d_model 512, 8 heads,
-    /// d_ff 2048, seq 256, batch 32.
+    /// d_ff 2048, seq 256, batch 32, dropout 0.1 (the example's model).
     pub const DESIGN: TransformerSize = TransformerSize {
         layers: 6,
         d_model: 512,
@@ -46,6 +49,7 @@ impl TransformerSize {
         seq_len: 256,
         batch: 32,
         vocab: 76,
+        dropout_percent: 10,
     };
     /// A step small enough for a CPU adapter in a CI smoke run.
     pub const QUICK: TransformerSize = TransformerSize {
@@ -55,11 +59,25 @@ impl TransformerSize {
         seq_len: 32,
         batch: 4,
         vocab: 76,
+        dropout_percent: 10,
     };
 
     /// Tokens per step.
     pub fn tokens(&self) -> usize {
         self.seq_len * self.batch
+    }
+
+    /// The same size with dropout `percent` %.
+    pub fn with_dropout_percent(self, percent: u32) -> Self {
+        Self {
+            dropout_percent: percent,
+            ..self
+        }
+    }
+
+    /// The dropout probability.
+    pub fn dropout(&self) -> f64 {
+        f64::from(self.dropout_percent) / 100.0
     }
 }
 
@@ -100,10 +118,17 @@ impl Workload {
             | Workload::LayerNormBurn { rows, d, pass } => {
                 format!("{rows}x{d}/{}", pass.name())
             }
-            Workload::TransformerStep(s) => format!(
-                "L{}-d{}-h{}-s{}-b{}",
-                s.layers, s.d_model, s.heads, s.seq_len, s.batch
-            ),
+            Workload::TransformerStep(s) => {
+                let base = format!(
+                    "L{}-d{}-h{}-s{}-b{}",
+                    s.layers, s.d_model, s.heads, s.seq_len, s.batch
+                );
+                // The example's dropout (0.1) keeps the name earlier results used.
+                match s.dropout_percent {
+                    10 => base,
+                    p => format!("{base}-dropout{}", f64::from(p) / 100.0),
+                }
+            }
             Workload::MnistStep { batch } => format!("b{batch}"),
         }
     }
@@ -272,6 +297,7 @@ fn transformer_step<B: AutodiffBackend>(device: B::Device, size: TransformerSize
         .with_n_heads(size.heads)
         .with_n_layers(size.layers)
         .with_d_ff(4 * size.d_model)
+        .with_dropout(size.dropout())
         .init::<B>(&device);
     let tokens = || {
         Tensor::<B, 2, Int>::random(

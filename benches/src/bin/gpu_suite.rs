@@ -13,6 +13,12 @@
 //!                                                # then the cache of the first run
 //! ./target/release/gpu_suite --breakdown [--trace]  # LayerNorm through Burn, step by
 //!                                                # step [and the host spans of the slow steps]
+//! ./target/release/gpu_suite --softmax [--quick]   # softmax checks on CUDA (else wgpu),
+//!                                                # the kernels against a copy, back to back
+//! RUDA_BENCH_BACKENDS=ruda-cuda,ruda-cuda-bf16 ./target/release/gpu_suite --step \
+//!     --dropouts 0,0.1 [--launch-log PATH]       # the transformer step: median, launches and
+//!                                                # host CPU per step (PATH: CubeCL's profiling
+//!                                                # log at level "minimal", see --step's docs)
 //! ./target/release/gpu_suite --benchmarks --csv out.csv [--groups mnist_step,...]
 //!                                                # the published comparison (ruda_benches::suite)
 //!                                                # on every backend present; RUDA_BENCH_BACKENDS
@@ -74,6 +80,26 @@ struct Options {
     /// Only the matrix products: ruda's native product against burn-cubecl's, on CUDA or else wgpu
     #[arg(long)]
     matmul: bool,
+    /// Only softmax: its checks, and its kernels against a copy of the same bytes
+    #[arg(long)]
+    softmax: bool,
+    /// Only the transformer step on the selected backends (RUDA_BENCH_BACKENDS): its median
+    /// time, and launches and host CPU per step
+    #[arg(long)]
+    step: bool,
+    /// With --step: the dropout probabilities to run (comma-separated)
+    #[arg(long, value_name = "P,Q", default_value = "0.1")]
+    dropouts: String,
+    /// With --step: timed steps (the median is reported)
+    #[arg(long, default_value_t = 30)]
+    steps: usize,
+    /// With --step: untimed steps first (compilation, autotuning)
+    #[arg(long, default_value_t = 10)]
+    warmup: usize,
+    /// With --step: CubeCL's profiling log (cubecl.toml: `[profiling.logger] level =
+    /// "minimal"`, `file = PATH`), whose lines over a window of steps count the launches
+    #[arg(long, value_name = "PATH")]
+    launch_log: Option<String>,
     /// Where --benchmarks writes its CSV
     #[arg(long, value_name = "PATH")]
     csv: Option<String>,
@@ -105,6 +131,14 @@ fn main() {
     }
     if options.embedding {
         embedding_only();
+        return;
+    }
+    if options.softmax {
+        let failures = softmax_only(options.quick);
+        std::process::exit(if failures > 0 { 1 } else { 0 });
+    }
+    if options.step {
+        step_only(&options);
         return;
     }
     if options.matmul {
@@ -653,4 +687,264 @@ fn burn_baseline<B: burn_ruda::BackwardWithGrad>(
         let timing = bench::burn_layer_norm::<B>(device, rows, d, plan(options));
         println!("{}", timing.row(name, &case));
     }
+}
+
+/// `--softmax`: the softmax checks against the f64 reference on CUDA (else the wgpu GPU, else
+/// the CPU adapter), then the kernels against a copy of the same bytes, back to back, f32 and
+/// bf16 where the device has it. Returns the number of failed check groups.
+fn softmax_only(quick: bool) -> usize {
+    #[cfg(feature = "cuda")]
+    if ruda_runtime::runtime::cuda::cuda_device_count() > 0 {
+        return softmax_section::<ruda_runtime::RudaCuda>(
+            "ruda-cuda",
+            &cubecl::cuda::CudaDevice::new(0),
+            quick,
+        );
+    }
+    let device = ruda_runtime::runtime::wgpu::wgpu_adapters()
+        .into_iter()
+        .map(|(d, _)| d)
+        .find(|d| matches!(d, cubecl::wgpu::WgpuDevice::DiscreteGpu(_)))
+        .unwrap_or(cubecl::wgpu::WgpuDevice::Cpu);
+    softmax_section::<ruda_runtime::RudaWgpu>("ruda-wgpu", &device, quick)
+}
+
+fn softmax_section<R: Runtime>(name: &str, device: &R::Device, quick: bool) -> usize {
+    use ruda_benches::softmax::{QUICK_SHAPES, Row, SHAPES, measure};
+    let client = R::client(device);
+    println!("\n## Softmax checks on {name}\n");
+    let failures = ruda_tests::softmax_checks::run_all(&client, !quick);
+    println!("\n## Softmax kernels against a copy on {name}, back to back\n");
+    println!("{}", Row::HEADER);
+    let (shapes, calls, rounds) = if quick {
+        (QUICK_SHAPES, 5, 3)
+    } else {
+        (SHAPES, 20, 7)
+    };
+    for dtype in [DType::F32, DType::BF16] {
+        let storage: cubecl::ir::StorageType = dtype.into();
+        if !client.properties().supports_type(storage) {
+            println!("# {dtype:?}: not supported by this device");
+            continue;
+        }
+        for shape in shapes {
+            for row in measure(&client, shape, dtype, calls, rounds) {
+                println!("{}", row.line());
+            }
+        }
+    }
+    failures
+}
+
+/// `--step`: the transformer training step (forward, loss, backward, Adam, device sync) on
+/// every selected backend at each `--dropouts`, `--warmup` untimed steps then the median of
+/// `--steps`; then a window of steps over which it counts, per step, the kernels CubeCL
+/// launched (the lines `--launch-log` gained), the native products and softmaxes, and the host
+/// threads' CPU time by role.
+fn step_only(options: &Options) {
+    use example_common::thread_cpu::ThreadCpu;
+    use ruda_benches::contenders::Contender;
+    use ruda_benches::workloads::{TransformerSize, Workload, prepare};
+    use std::time::{Duration, Instant};
+
+    let size = if options.quick {
+        TransformerSize::QUICK
+    } else {
+        TransformerSize::DESIGN
+    };
+    let dropouts: Vec<u32> = options
+        .dropouts
+        .split(',')
+        .map(|p| {
+            let p: f64 = p
+                .trim()
+                .parse()
+                .expect("--dropouts: probabilities such as 0,0.1");
+            (p * 100.0).round() as u32
+        })
+        .collect();
+    let count_lines = |path: &str| {
+        std::fs::read_to_string(path)
+            .map(|text| text.lines().count())
+            .unwrap_or(0)
+    };
+    // The profiling logger writes from its own thread: let it drain before reading.
+    let settle = || std::thread::sleep(Duration::from_millis(300));
+    let window = 10;
+    println!("\n## Transformer step\n");
+    println!(
+        "backend\tcase\tmedian_ms\tp10_ms\tp90_ms\tmin_ms\tsteps\tkernels_per_step\tproducts_per_step\tsoftmax_launches_per_step\ttraining_cpu_ms\tfusion_cpu_ms\tcubecl_cpu_ms"
+    );
+    for &percent in &dropouts {
+        for contender in Contender::selected() {
+            let workload = Workload::TransformerStep(size.with_dropout_percent(percent));
+            if !workload.applies_to(&contender) {
+                continue;
+            }
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut call = prepare(&contender, workload).expect("the workload applies");
+                for _ in 0..options.warmup {
+                    call();
+                }
+                let mut times: Vec<f64> = (0..options.steps.max(1))
+                    .map(|_| {
+                        let start = Instant::now();
+                        call();
+                        start.elapsed().as_secs_f64() * 1e3
+                    })
+                    .collect();
+                times.sort_by(f64::total_cmp);
+                let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+                settle();
+                let lines = options.launch_log.as_deref().map(count_lines);
+                let log_lines = |path: &str| {
+                    std::fs::read_to_string(path)
+                        .map(|t| t.lines().map(str::to_owned).collect::<Vec<_>>())
+                        .unwrap_or_default()
+                };
+                let products = ruda_tests::launches::matmul();
+                let softmaxes = ruda_tests::launches::softmax();
+                let cpu = ThreadCpu::snapshot().ok();
+                let start = Instant::now();
+                for _ in 0..window {
+                    call();
+                }
+                let wall = start.elapsed();
+                let cpu =
+                    cpu.and_then(|before| Some(ThreadCpu::snapshot().ok()?.since(&before, wall)));
+                settle();
+                let per_step = |n: usize| n as f64 / window as f64;
+                let (kernels, families) = match (lines, options.launch_log.as_deref()) {
+                    (Some(before), Some(path)) => {
+                        let window_lines: Vec<String> =
+                            log_lines(path).into_iter().skip(before).collect();
+                        (
+                            format!("{:.1}", per_step(window_lines.len())),
+                            kernel_families(&window_lines, window),
+                        )
+                    }
+                    _ => ("-".into(), String::new()),
+                };
+                let softmax_now = ruda_tests::launches::softmax();
+                let cpu_ms = |role: &str| {
+                    cpu.as_ref().map_or("-".into(), |c| {
+                        format!("{:.2}", c.per_step(role, window).as_secs_f64() * 1e3)
+                    })
+                };
+                format!(
+                    "{contender}\t{}\t{:.2}\t{:.2}\t{:.2}\t{:.2}\t{}\t{kernels}\t{:.1}\t{:.1}\t{}\t{}\t{}{families}",
+                    workload.case(),
+                    at(0.5),
+                    at(0.1),
+                    at(0.9),
+                    times[0],
+                    times.len(),
+                    per_step(ruda_tests::launches::matmul() - products),
+                    per_step(softmax_now.0 + softmax_now.1 - softmaxes.0 - softmaxes.1),
+                    cpu_ms("training"),
+                    cpu_ms("fusion"),
+                    cpu_ms("cubecl"),
+                )
+            }));
+            match result {
+                Ok(line) => println!("{line}"),
+                Err(panic) => println!(
+                    "{contender}\t{}\terror: {}",
+                    workload.case(),
+                    panic
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default()
+                ),
+            }
+        }
+    }
+}
+
+/// The kernel families of CubeCL's launch log (`Executing <name>` lines, level "minimal"), in
+/// the order a name is matched: one line `# launches per step by family: ...` and the ten most
+/// launched kernels, each per step over `steps`.
+fn kernel_families(lines: &[String], steps: usize) -> String {
+    const FAMILIES: [(&str, &[&str]); 9] = [
+        ("softmax", &["softmax"]),
+        (
+            "layer_norm",
+            &[
+                "layernorm",
+                "forwardregisters",
+                "backwardregisters",
+                "forwardlooped",
+                "backwardlooped",
+                "reducepartials",
+                "forwardunit",
+                "backwardunit",
+            ],
+        ),
+        ("embedding", &["embedding"]),
+        ("matmul", &["matmul", "gemm", "mma"]),
+        (
+            "random",
+            &["random", "bernoulli", "prng", "uniform", "normal"],
+        ),
+        (
+            "reduction",
+            &["reduce", "sum", "mean", "argmax", "max", "min"],
+        ),
+        (
+            "copy/layout",
+            &[
+                "copy",
+                "cast",
+                "contiguous",
+                "layout",
+                "fill",
+                "slice",
+                "gather",
+                "select",
+                "scatter",
+                "repeat",
+            ],
+        ),
+        (
+            "elementwise",
+            &[
+                "elemwise",
+                "fuse",
+                "unary",
+                "binop",
+                "binary",
+                "elementwise",
+            ],
+        ),
+        ("other", &[""]),
+    ];
+    let mut counts = vec![0usize; FAMILIES.len()];
+    let mut names: std::collections::BTreeMap<String, usize> = Default::default();
+    for line in lines {
+        let Some(name) = line.strip_prefix("Executing ") else {
+            continue;
+        };
+        // CubeCL names kernels by their type (`BackwardUnitColumns`), so keys have no `_`.
+        let low = name.to_ascii_lowercase().replace('_', "");
+        let family = FAMILIES
+            .iter()
+            .position(|(_, keys)| keys.iter().any(|k| low.contains(k)))
+            .unwrap_or(FAMILIES.len() - 1);
+        counts[family] += 1;
+        *names.entry(name.chars().take(120).collect()).or_default() += 1;
+    }
+    let per = |n: usize| n as f64 / steps.max(1) as f64;
+    let mut out = String::from("\n# launches per step by family:");
+    for ((family, _), n) in FAMILIES.iter().zip(&counts) {
+        if *n > 0 {
+            out.push_str(&format!(" {family} {:.1};", per(*n)));
+        }
+    }
+    let mut top: Vec<(String, usize)> = names.into_iter().collect();
+    top.sort_by(|a, b| b.1.cmp(&a.1));
+    for (name, n) in top.into_iter().take(10) {
+        out.push_str(&format!("\n#   {:6.1}  {name}", per(n)));
+    }
+    out
 }

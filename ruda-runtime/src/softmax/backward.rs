@@ -5,9 +5,9 @@ use cubecl::{client::ComputeClient, prelude::*};
 use super::{
     Choice, Kind, Variant,
     kernels::{
-        columns::backward_columns,
-        rows::{backward_looped, backward_registers},
-        unit::backward_unit,
+        columns::softmax_backward_columns,
+        rows::{softmax_backward_looped, softmax_backward_registers},
+        unit::softmax_backward_unit,
     },
     layout::{move_back, move_last},
     plan::ColumnsPlan,
@@ -65,7 +65,7 @@ pub(crate) fn backward<R: cubecl::Runtime>(
         // SAFETY: the three buffers are contiguous with `n` elements; the kernel indexes them
         // below `outer * d * inner_vec` vectors.
         unsafe {
-            backward_columns::launch_unchecked::<R>(
+            softmax_backward_columns::launch_unchecked::<R>(
                 client,
                 CubeCount::new_1d(plan.cubes as u32),
                 CubeDim::new_1d(plan.units as u32),
@@ -101,7 +101,7 @@ pub(crate) fn backward<R: cubecl::Runtime>(
     unsafe {
         match plan.variant {
             Variant::PlanePerRow | Variant::CubePerRow => {
-                backward_registers::launch_unchecked::<R>(
+                softmax_backward_registers::launch_unchecked::<R>(
                     client,
                     count,
                     plan.cube_dim(),
@@ -121,7 +121,7 @@ pub(crate) fn backward<R: cubecl::Runtime>(
                 )
             }
             Variant::CubePerRowStaged | Variant::CubePerRowLooped => {
-                backward_looped::launch_unchecked::<R>(
+                softmax_backward_looped::launch_unchecked::<R>(
                     client,
                     count,
                     plan.cube_dim(),
@@ -140,7 +140,7 @@ pub(crate) fn backward<R: cubecl::Runtime>(
                     dtype,
                 )
             }
-            Variant::UnitPerRow => backward_unit::launch_unchecked::<R>(
+            Variant::UnitPerRow => softmax_backward_unit::launch_unchecked::<R>(
                 client,
                 count,
                 plan.cube_dim(),

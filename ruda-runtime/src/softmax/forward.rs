@@ -5,9 +5,9 @@ use cubecl::{client::ComputeClient, prelude::*};
 use super::{
     Choice, Kind, Variant,
     kernels::{
-        columns::forward_columns,
-        rows::{forward_looped, forward_registers},
-        unit::forward_unit,
+        columns::softmax_forward_columns,
+        rows::{softmax_forward_looped, softmax_forward_registers},
+        unit::softmax_forward_unit,
     },
     layout::{move_back, move_last},
     plan::ColumnsPlan,
@@ -57,7 +57,7 @@ pub(crate) fn forward<R: cubecl::Runtime>(
         // SAFETY: both buffers are contiguous with `n` elements; the kernel indexes them below
         // `outer * d * inner_vec` vectors.
         unsafe {
-            forward_columns::launch_unchecked::<R>(
+            softmax_forward_columns::launch_unchecked::<R>(
                 client,
                 CubeCount::new_1d(plan.cubes as u32),
                 CubeDim::new_1d(plan.units as u32),
@@ -93,25 +93,27 @@ pub(crate) fn forward<R: cubecl::Runtime>(
     // below `rows * d_vec` vectors (rows past the end of a tile are never stored).
     unsafe {
         match plan.variant {
-            Variant::PlanePerRow | Variant::CubePerRow => forward_registers::launch_unchecked::<R>(
-                client,
-                count,
-                plan.cube_dim(),
-                addr,
-                plan.vector,
-                array_arg(&input, n),
-                array_arg(&out, n),
-                rows,
-                plan.d_vec,
-                plan.group_size,
-                plan.rows_per_cube,
-                plan.vectors_per_unit,
-                plan.plane_size,
-                log,
-                dtype,
-            ),
+            Variant::PlanePerRow | Variant::CubePerRow => {
+                softmax_forward_registers::launch_unchecked::<R>(
+                    client,
+                    count,
+                    plan.cube_dim(),
+                    addr,
+                    plan.vector,
+                    array_arg(&input, n),
+                    array_arg(&out, n),
+                    rows,
+                    plan.d_vec,
+                    plan.group_size,
+                    plan.rows_per_cube,
+                    plan.vectors_per_unit,
+                    plan.plane_size,
+                    log,
+                    dtype,
+                )
+            }
             Variant::CubePerRowStaged | Variant::CubePerRowLooped => {
-                forward_looped::launch_unchecked::<R>(
+                softmax_forward_looped::launch_unchecked::<R>(
                     client,
                     count,
                     plan.cube_dim(),
@@ -129,7 +131,7 @@ pub(crate) fn forward<R: cubecl::Runtime>(
                     dtype,
                 )
             }
-            Variant::UnitPerRow => forward_unit::launch_unchecked::<R>(
+            Variant::UnitPerRow => softmax_forward_unit::launch_unchecked::<R>(
                 client,
                 count,
                 plan.cube_dim(),

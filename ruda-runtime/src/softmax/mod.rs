@@ -106,7 +106,7 @@ pub enum Variant {
     /// the row held in registers (up to [`MAX_VECTORS_PER_UNIT`] vectors a unit): one read.
     /// Short rows (attention scores).
     PlanePerRow,
-    /// One cube of up to 1024 units per row, about four vectors a unit, in registers: one read.
+    /// One cube of up to 256 units per row, about four vectors a unit, in registers: one read.
     CubePerRow,
     /// One cube per row, looping over the row in chunks; the row (forward: `x`; backward:
     /// `dy`) is staged in shared memory on the first pass, so it is read from memory once.

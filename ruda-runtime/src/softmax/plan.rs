@@ -9,10 +9,15 @@ use crate::layout::vector_size;
 /// Most vectors a unit holds in the register variants (forward: the row; backward: `y` and
 /// `dy`). Beyond it the row goes to the staged or looped variants.
 pub const MAX_VECTORS_PER_UNIT: usize = 16;
-/// Most units of one row's cube (CUDA allows 1024 a cube; the long rows of a vocabulary-sized
-/// softmax need them all to keep one SM's memory pipes busy when one row fills its shared
-/// memory).
-const MAX_ROW_UNITS: usize = 1024;
+/// Most units of a register variant's cube: each unit holds up to [`MAX_VECTORS_PER_UNIT`]
+/// vectors, and a cube of 1024 such units would need more registers than an SM has (NVRTC
+/// compiles without launch bounds).
+const MAX_REGISTER_ROW_UNITS: usize = 256;
+/// Most units of a looped or staged cube, which hold one chunk of four vectors: enough loads
+/// in flight to keep an SM's memory pipes busy when one staged row fills its shared memory (a
+/// vocabulary of 50304 f32 logits takes 201 KiB of an H200's 227), within the registers of an
+/// SM.
+const MAX_LOOPED_ROW_UNITS: usize = 512;
 /// Rows' units per cube for the plane-per-row variant (several rows a cube).
 const PLANE_ROWS_UNITS: usize = 256;
 /// Vectors per unit per chunk of the looped and staged variants: four loads in flight a unit.
@@ -72,15 +77,15 @@ impl Plan {
         }
         let vector = if narrow { widest / 2 } else { widest };
         let d_vec = d / vector;
-        let max_units = (hw.max_units_per_cube as usize).min(MAX_ROW_UNITS);
+        let device_units = hw.max_units_per_cube as usize;
         // A group spans whole planes when plane reductions are used; a tree needs a power of
         // two.
-        let min_group = plane_size.max(32).min(max_units);
-        let row_group = |per_unit: usize| {
+        let row_group = |per_unit: usize, max: usize| {
+            let max = max.min(device_units);
             d_vec
                 .div_ceil(per_unit)
                 .next_power_of_two()
-                .clamp(min_group, max_units)
+                .clamp(plane_size.max(32).min(max), max)
         };
         let max_cubes = hw.max_cube_count.0 as usize;
         let mut plan = Plan {
@@ -105,17 +110,17 @@ impl Plan {
                     d_vec.next_power_of_two().clamp(1, 32)
                 };
                 plan.group_size = group;
-                plan.rows_per_cube = (PLANE_ROWS_UNITS.min(max_units) / group)
+                plan.rows_per_cube = (PLANE_ROWS_UNITS.min(device_units) / group)
                     .clamp(1, rows.max(1).next_power_of_two());
                 plan.vectors_per_unit = d_vec.div_ceil(group);
             }
             Variant::CubePerRow => {
                 // About four vectors a unit.
-                plan.group_size = row_group(4);
+                plan.group_size = row_group(4, MAX_REGISTER_ROW_UNITS);
                 plan.vectors_per_unit = d_vec.div_ceil(plan.group_size);
             }
             Variant::CubePerRowStaged | Variant::CubePerRowLooped => {
-                plan.group_size = row_group(LOOP_CHUNK);
+                plan.group_size = row_group(LOOP_CHUNK, MAX_LOOPED_ROW_UNITS);
                 plan.vectors_per_unit = LOOP_CHUNK;
                 if variant == Variant::CubePerRowStaged {
                     plan.staged_len = d_vec;
@@ -131,7 +136,7 @@ impl Plan {
                 }
             }
             Variant::UnitPerRow => {
-                plan.group_size = UNIT_CUBE.min(max_units);
+                plan.group_size = UNIT_CUBE.min(device_units);
                 let cubes = rows.div_ceil(plan.group_size).clamp(1, max_cubes);
                 let rows_per_unit = rows.div_ceil(cubes * plan.group_size);
                 let iterations = rows_per_unit * (3 * d_vec + 3);

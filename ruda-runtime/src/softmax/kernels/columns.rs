@@ -13,7 +13,7 @@ use super::rows::LOWEST;
 
 /// Forward: `columns = outer * inner_vec` units' worth of work, cubes looping over it.
 #[cube(launch_unchecked, address_type = "dynamic")]
-pub(crate) fn forward_columns<F: Float, N: Size>(
+pub(crate) fn softmax_forward_columns<F: Float, N: Size>(
     x: &Array<Vector<F, N>>,
     out: &mut Array<Vector<F, N>>,
     columns: usize,
@@ -56,9 +56,9 @@ pub(crate) fn forward_columns<F: Float, N: Size>(
     }
 }
 
-/// Backward, as [`forward_columns`].
+/// Backward, as [`softmax_forward_columns`].
 #[cube(launch_unchecked, address_type = "dynamic")]
-pub(crate) fn backward_columns<F: Float, N: Size>(
+pub(crate) fn softmax_backward_columns<F: Float, N: Size>(
     y: &Array<Vector<F, N>>,
     dy: &Array<Vector<F, N>>,
     dx: &mut Array<Vector<F, N>>,

@@ -32,7 +32,7 @@ pub(crate) const LOWEST: f32 = -3.402_823_5e38;
 /// of a group holds vectors `u, u + group_size, ...`), so `x` is read once. The maximum is one
 /// group reduction, the sum of exponentials (kept in registers) another.
 #[cube(launch_unchecked, address_type = "dynamic")]
-pub(crate) fn forward_registers<F: Float, N: Size>(
+pub(crate) fn softmax_forward_registers<F: Float, N: Size>(
     x: &Array<Vector<F, N>>,
     out: &mut Array<Vector<F, N>>,
     rows: usize,
@@ -119,7 +119,7 @@ pub(crate) fn forward_registers<F: Float, N: Size>(
 /// Backward, row in registers: `y` (the forward's output) and `dy` are read once each, one
 /// group reduction per row.
 #[cube(launch_unchecked, address_type = "dynamic")]
-pub(crate) fn backward_registers<F: Float, N: Size>(
+pub(crate) fn softmax_backward_registers<F: Float, N: Size>(
     y: &Array<Vector<F, N>>,
     dy: &Array<Vector<F, N>>,
     dx: &mut Array<Vector<F, N>>,
@@ -201,7 +201,7 @@ pub(crate) fn backward_registers<F: Float, N: Size>(
 /// device's shared memory: the plan checks it). Each unit reads back only the vectors it
 /// staged itself, so staging needs no barrier. With `staged_len == 0` pass 2 reads `x` again.
 #[cube(launch_unchecked, address_type = "dynamic")]
-pub(crate) fn forward_looped<F: Float, N: Size>(
+pub(crate) fn softmax_forward_looped<F: Float, N: Size>(
     x: &Array<Vector<F, N>>,
     out: &mut Array<Vector<F, N>>,
     rows: usize,
@@ -289,14 +289,14 @@ pub(crate) fn forward_looped<F: Float, N: Size>(
     }
 }
 
-/// Backward for rows too long for registers, as [`forward_looped`]: pass 1 sums `dy * y`
+/// Backward for rows too long for registers, as [`softmax_forward_looped`]: pass 1 sums `dy * y`
 /// (log-softmax: `dy`), one group reduction, pass 2 writes `dx`.
 ///
 /// `staged_len > 0`: pass 1 copies `dy` into shared memory and pass 2 reads it from there.
 /// Log-softmax then reads `y` and `dy` once each (pass 1 needs only `dy`); softmax reads `y`
 /// twice.
 #[cube(launch_unchecked, address_type = "dynamic")]
-pub(crate) fn backward_looped<F: Float, N: Size>(
+pub(crate) fn softmax_backward_looped<F: Float, N: Size>(
     y: &Array<Vector<F, N>>,
     dy: &Array<Vector<F, N>>,
     dx: &mut Array<Vector<F, N>>,

@@ -13,7 +13,7 @@ use crate::group_reduce::{hmax, hsum};
 
 /// Forward, one unit per row (cubes loop over the rows).
 #[cube(launch_unchecked, address_type = "dynamic")]
-pub(crate) fn forward_unit<F: Float, N: Size>(
+pub(crate) fn softmax_forward_unit<F: Float, N: Size>(
     x: &Array<Vector<F, N>>,
     out: &mut Array<Vector<F, N>>,
     rows: usize,
@@ -54,7 +54,7 @@ pub(crate) fn forward_unit<F: Float, N: Size>(
 
 /// Backward, one unit per row.
 #[cube(launch_unchecked, address_type = "dynamic")]
-pub(crate) fn backward_unit<F: Float, N: Size>(
+pub(crate) fn softmax_backward_unit<F: Float, N: Size>(
     y: &Array<Vector<F, N>>,
     dy: &Array<Vector<F, N>>,
     dx: &mut Array<Vector<F, N>>,
