@@ -11,7 +11,7 @@ use burn_backend::{
 use burn_cubecl::{BoolElement, CubeBackend, FloatElement, IntElement};
 
 use crate::ops::{
-    LayerNormBackend, RudaRuntime, embedding, layer_norm, matmul,
+    LayerNormBackend, RudaRuntime, embedding, faults, layer_norm, matmul,
     softmax::{self, Kind},
 };
 use crate::signatures::*;
@@ -131,11 +131,14 @@ impl<R: RudaRuntime, F: FloatElement, I: IntElement, BT: BoolElement> OwnOps for
     // asleep (150 us steps) before the next launches; ruda's waits on the device thread
     // (`ruda_runtime::sync`). Under fusion, the queued operations are launched first, as
     // burn-fusion's own sync does.
+    // A native operation that failed after its caller returned is reported here and at every
+    // read of the device ([`ruda_runtime::faults`]).
     fn sync(device: &Device<Self>) -> Result<(), ExecutionError> {
         let wait = |device: &Device<Self>| {
             ruda_runtime::sync::<R>(device).map_err(|err| ExecutionError::WithContext {
                 reason: format!("{err}"),
-            })
+            })?;
+            faults::check_device(device)
         };
         #[cfg(feature = "fusion")]
         {
@@ -146,12 +149,77 @@ impl<R: RudaRuntime, F: FloatElement, I: IntElement, BT: BoolElement> OwnOps for
         wait(device)
     }
 
+    fn float_into_data(
+        tensor: FloatTensor<Self>,
+    ) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
+        let device = In::<R, F, I, BT>::float_device(&tensor);
+        faults::checked_read(device, In::<R, F, I, BT>::float_into_data(tensor))
+    }
+
+    fn int_into_data(
+        tensor: IntTensor<Self>,
+    ) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
+        let device = In::<R, F, I, BT>::int_device(&tensor);
+        faults::checked_read(device, In::<R, F, I, BT>::int_into_data(tensor))
+    }
+
+    fn bool_into_data(
+        tensor: BoolTensor<Self>,
+    ) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
+        let device = In::<R, F, I, BT>::bool_device(&tensor);
+        faults::checked_read(device, In::<R, F, I, BT>::bool_into_data(tensor))
+    }
+
+    fn q_into_data(
+        tensor: QuantizedTensor<Self>,
+    ) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
+        let device = In::<R, F, I, BT>::q_device(&tensor);
+        faults::checked_read(device, In::<R, F, I, BT>::q_into_data(tensor))
+    }
+
+    fn tr_execute(
+        transaction: TransactionPrimitive<Self>,
+    ) -> impl Future<Output = Result<TransactionPrimitiveData, ExecutionError>> + Send {
+        // The devices the transaction reads from.
+        let mut devices: Vec<Device<Self>> = Vec::new();
+        let floats = transaction
+            .read_floats
+            .iter()
+            .map(In::<R, F, I, BT>::float_device);
+        let ints = transaction
+            .read_ints
+            .iter()
+            .map(In::<R, F, I, BT>::int_device);
+        let bools = transaction
+            .read_bools
+            .iter()
+            .map(In::<R, F, I, BT>::bool_device);
+        let quantized = transaction
+            .read_qfloats
+            .iter()
+            .map(In::<R, F, I, BT>::q_device);
+        for device in floats.chain(ints).chain(bools).chain(quantized) {
+            if !devices.contains(&device) {
+                devices.push(device);
+            }
+        }
+        let read = In::<R, F, I, BT>::tr_execute(crate::rebind::Rebind::rebind(transaction));
+        async move {
+            let data = read.await;
+            for device in &devices {
+                faults::check_device(device)?;
+            }
+            data
+        }
+    }
+
     fn layer_norm(
         tensor: FloatTensor<Self>,
         gamma: FloatTensor<Self>,
         beta: Option<FloatTensor<Self>>,
         epsilon: f64,
     ) -> FloatTensor<Self> {
+        layer_norm::check_args::<Self>(&tensor, &gamma, beta.as_ref(), epsilon);
         if layer_norm::native_applies::<Self>(&tensor) {
             <Self as LayerNormBackend>::layer_norm_native_output(tensor, gamma, beta, epsilon)
         } else {

@@ -12,8 +12,9 @@
 //! Notation inside the list:
 //! - `#[own] fn ...` — the wrapper implements this method itself, through [`OwnOps`], the trait
 //!   of every `#[own]` method, generated from the list by [`declare_own_ops!`]
-//!   (`Backend::sync`, `ModuleOps::layer_norm`, `ModuleOps::embedding_backward`, the softmaxes
-//!   of `ActivationOps`, the four `*_to_device`, `float_matmul` and the four `linear*` methods);
+//!   (`Backend::sync` and every read, which report a native operation's late failure;
+//!   `ModuleOps::layer_norm`, `ModuleOps::embedding_backward`, the softmaxes of
+//!   `ActivationOps`, the four `*_to_device`, `float_matmul` and the four `linear*` methods);
 //! - `#[rebind] arg: T<Self>` / `-> T<Self> => rebind` — a struct generic over the backend
 //!   (`TensorPrimitive<B>`, `MaxPool2dWithIndices<B>`, ...) whose fields are primitives: it is
 //!   rebuilt field by field for the other backend (see [`crate::rebind`]);
@@ -65,7 +66,7 @@ macro_rules! with_backend_signatures {
             fn float_zeros(shape: Shape, device: &Device<Self>, dtype: FloatDType) -> FloatTensor<Self>;
             fn float_ones(shape: Shape, device: &Device<Self>, dtype: FloatDType) -> FloatTensor<Self>;
             fn float_full(shape: Shape, fill_value: Scalar, device: &Device<Self>, dtype: FloatDType) -> FloatTensor<Self>;
-            fn float_into_data(tensor: FloatTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send;
+            #[own] fn float_into_data(tensor: FloatTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send;
             fn float_device(tensor: &FloatTensor<Self>) -> Device<Self>;
             #[own] fn float_to_device(tensor: FloatTensor<Self>, device: &Device<Self>) -> FloatTensor<Self>;
             fn float_into_int(tensor: FloatTensor<Self>, out_dtype: IntDType) -> IntTensor<Self>;
@@ -187,7 +188,7 @@ macro_rules! with_backend_signatures {
         }
         ops IntTensorOps {
             fn int_empty(shape: Shape, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self>;
-            fn int_into_data(tensor: IntTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send;
+            #[own] fn int_into_data(tensor: IntTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send;
             fn int_from_data(data: TensorData, device: &Device<Self>) -> IntTensor<Self>;
             fn int_device(tensor: &IntTensor<Self>) -> Device<Self>;
             #[own] fn int_to_device(tensor: IntTensor<Self>, device: &Device<Self>) -> IntTensor<Self>;
@@ -295,7 +296,7 @@ macro_rules! with_backend_signatures {
             fn bool_empty(shape: Shape, device: &Device<Self>, dtype: BoolDType) -> BoolTensor<Self>;
             fn bool_zeros(shape: Shape, device: &Device<Self>, dtype: BoolDType) -> BoolTensor<Self>;
             fn bool_ones(shape: Shape, device: &Device<Self>, dtype: BoolDType) -> BoolTensor<Self>;
-            fn bool_into_data(tensor: BoolTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send;
+            #[own] fn bool_into_data(tensor: BoolTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send;
             fn bool_from_data(data: TensorData, device: &Device<Self>) -> BoolTensor<Self>;
             fn bool_into_int(tensor: BoolTensor<Self>, out_dtype: IntDType) -> IntTensor<Self>;
             fn bool_into_float(tensor: BoolTensor<Self>, out_dtype: FloatDType) -> FloatTensor<Self>;
@@ -414,7 +415,7 @@ macro_rules! with_backend_signatures {
             fn q_device(tensor: &QuantizedTensor<Self>) -> Device<Self>;
             #[own] fn q_to_device(tensor: QuantizedTensor<Self>, device: &Device<Self>) -> QuantizedTensor<Self>;
             fn q_reshape(tensor: QuantizedTensor<Self>, shape: Shape) -> QuantizedTensor<Self>;
-            fn q_into_data(tensor: QuantizedTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send;
+            #[own] fn q_into_data(tensor: QuantizedTensor<Self>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send;
             fn q_detach(tensor: QuantizedTensor<Self>) -> QuantizedTensor<Self>;
             fn q_set_require_grad(tensor: QuantizedTensor<Self>, require_grad: bool) -> QuantizedTensor<Self>;
             fn q_is_require_grad(tensor: &QuantizedTensor<Self>) -> bool;
@@ -489,7 +490,7 @@ macro_rules! with_backend_signatures {
             fn q_argsort(tensor: QuantizedTensor<Self>, dim: usize, descending: bool, out_dtype: IntDType) -> IntTensor<Self>;
         }
         ops TransactionOps {
-            fn tr_execute(#[rebind] transaction: TransactionPrimitive<Self>) -> impl Future<Output = Result<TransactionPrimitiveData, ExecutionError>> + Send;
+            #[own] fn tr_execute(#[rebind] transaction: TransactionPrimitive<Self>) -> impl Future<Output = Result<TransactionPrimitiveData, ExecutionError>> + Send;
         }
         }
     };
@@ -578,7 +579,8 @@ macro_rules! delegate_fns {
                     $($ret_conv)? ;
                     delegate_call!(
                         $($how)? ; $kind $trait, $self_ty, $inner, $own, $name,
-                        ( $( delegate_convert!($($arg_conv)? ; $arg) ),* )
+                        ( $( delegate_convert!($($arg_conv)? ; $arg) ),* ),
+                        ( $( $arg ),* )
                     )
                 )
             }
@@ -586,15 +588,17 @@ macro_rules! delegate_fns {
     };
 }
 
+/// The call: the inner backend's method with the converted arguments, or (`own`) the wrapper's
+/// own method with the arguments as they came (the own trait takes the wrapper's types).
 macro_rules! delegate_call {
-    (; ops $trait:ident, $self_ty:ty, $inner:ty, $own:path, $name:ident, $args:tt) => {
+    (; ops $trait:ident, $self_ty:ty, $inner:ty, $own:path, $name:ident, $args:tt, $raw:tt) => {
         <$inner as $trait<$inner>>::$name $args
     };
-    (; backend $trait:ident, $self_ty:ty, $inner:ty, $own:path, $name:ident, $args:tt) => {
+    (; backend $trait:ident, $self_ty:ty, $inner:ty, $own:path, $name:ident, $args:tt, $raw:tt) => {
         <$inner as $trait>::$name $args
     };
-    (own ; $kind:ident $trait:ident, $self_ty:ty, $inner:ty, $own:path, $name:ident, $args:tt) => {
-        <$self_ty as $own>::$name $args
+    (own ; $kind:ident $trait:ident, $self_ty:ty, $inner:ty, $own:path, $name:ident, $args:tt, $raw:tt) => {
+        <$self_ty as $own>::$name $raw
     };
 }
 

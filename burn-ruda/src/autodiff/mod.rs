@@ -152,9 +152,40 @@ delegate_autodiff_backend!(
 );
 
 impl<B: NativeBackend, C: CheckpointStrategy> OwnOps for Autodiff<B, C> {
-    // Burn's autodiff syncs its inner backend: `Ruda`'s own sync.
+    // Burn's autodiff syncs and reads through its inner backend: `Ruda`'s own, which report a
+    // native operation's late failure.
     fn sync(device: &Device<Self>) -> Result<(), ExecutionError> {
         AdInner::<B, C>::sync(device)
+    }
+
+    fn float_into_data(
+        tensor: FloatTensor<Self>,
+    ) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
+        AdInner::<B, C>::float_into_data(tensor)
+    }
+
+    fn int_into_data(
+        tensor: IntTensor<Self>,
+    ) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
+        AdInner::<B, C>::int_into_data(tensor)
+    }
+
+    fn bool_into_data(
+        tensor: BoolTensor<Self>,
+    ) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
+        AdInner::<B, C>::bool_into_data(tensor)
+    }
+
+    fn q_into_data(
+        tensor: QuantizedTensor<Self>,
+    ) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
+        AdInner::<B, C>::q_into_data(tensor)
+    }
+
+    fn tr_execute(
+        transaction: TransactionPrimitive<Self>,
+    ) -> impl Future<Output = Result<TransactionPrimitiveData, ExecutionError>> + Send {
+        AdInner::<B, C>::tr_execute(crate::rebind::Rebind::rebind(transaction))
     }
 
     fn layer_norm(
@@ -163,6 +194,12 @@ impl<B: NativeBackend, C: CheckpointStrategy> OwnOps for Autodiff<B, C> {
         beta: Option<FloatTensor<Self>>,
         epsilon: f64,
     ) -> FloatTensor<Self> {
+        crate::ops::layer_norm::check_args::<B>(
+            &tensor.primitive,
+            &gamma.primitive,
+            beta.as_ref().map(|beta| &beta.primitive),
+            epsilon,
+        );
         if !crate::ops::layer_norm::native_applies::<B>(&tensor.primitive) {
             // Burn's composed LayerNorm, differentiated op by op.
             return <AdInner<B, C> as ModuleOps<AdInner<B, C>>>::layer_norm(
@@ -176,7 +213,7 @@ impl<B: NativeBackend, C: CheckpointStrategy> OwnOps for Autodiff<B, C> {
     }
 
     fn softmax(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
-        if native_softmax::native_applies::<B>(&tensor.primitive, dim) {
+        if native_softmax::native_applies::<B>(&tensor.primitive, dim, Kind::Softmax) {
             softmax::record_softmax::<B, C>(tensor, dim, Kind::Softmax)
         } else {
             AdInner::<B, C>::softmax(tensor, dim)
@@ -184,7 +221,7 @@ impl<B: NativeBackend, C: CheckpointStrategy> OwnOps for Autodiff<B, C> {
     }
 
     fn log_softmax(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
-        if native_softmax::native_applies::<B>(&tensor.primitive, dim) {
+        if native_softmax::native_applies::<B>(&tensor.primitive, dim, Kind::LogSoftmax) {
             softmax::record_softmax::<B, C>(tensor, dim, Kind::LogSoftmax)
         } else {
             AdInner::<B, C>::log_softmax(tensor, dim)

@@ -8,11 +8,55 @@
 //! handles of its inputs, and registers its outputs' handles under the ids the caller already
 //! holds. Its arguments are checked on the caller's thread before it is queued (each op's
 //! `validate`), so a bad call panics where it is made, not later on burn-fusion's thread.
+//!
+//! A launch that fails anyway (a device error, or a failure injected for tests:
+//! [`ruda_runtime::faults::inject`]) is recorded as the device's fault, which its next read or
+//! sync reports naming the operation; its outputs are registered unwritten, so that the stream
+//! goes on and nothing waits for them forever.
 
-use burn_backend::{DType, Shape};
-use burn_cubecl::tensor::CubeTensor;
+use burn_backend::{DType, DeviceOps, Shape};
+use burn_cubecl::{ops::numeric::empty_device_dtype, tensor::CubeTensor};
 
 use super::{RudaRuntime, RudaTensor};
+
+/// Launches `kernel` on `inputs`; on a failure (a panic of the launch, or an injected one),
+/// records the device's fault and returns unwritten outputs of the given shapes and dtypes.
+fn launch_or_record<R: RudaRuntime, K: NativeKernel<R>>(
+    kernel: &K,
+    inputs: Vec<CubeTensor<R>>,
+    outputs: &[(Shape, DType)],
+) -> Vec<CubeTensor<R>> {
+    let name = kernel.name();
+    let (client, device) = match inputs.first() {
+        Some(first) => (first.client.clone(), first.device.clone()),
+        None => unreachable!("{name}: a native operation has an input"),
+    };
+    let launched = if ruda_runtime::faults::take_injected(name) {
+        Err("injected failure (a test hook)".to_string())
+    } else {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kernel.launch(inputs))).map_err(
+            |panic| {
+                panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "the launch panicked".into())
+            },
+        )
+    };
+    match launched {
+        Ok(launched) => launched,
+        Err(reason) => {
+            ruda_runtime::faults::record(device.id(), format!("{device:?}"), name, reason);
+            outputs
+                .iter()
+                .map(|(shape, dtype)| {
+                    empty_device_dtype(client.clone(), device.clone(), shape.clone(), *dtype)
+                })
+                .collect()
+        }
+    }
+}
 
 /// A native kernel on burn-cubecl tensors.
 ///
@@ -53,7 +97,7 @@ mod imp {
         outputs: [(Shape, DType); N],
     ) -> [CubeTensor<R>; N] {
         let _span = tracing::trace_span!("ruda_native_op", name = kernel.name()).entered();
-        let mut launched = kernel.launch(inputs).into_iter();
+        let mut launched = launch_or_record(&kernel, inputs, &outputs).into_iter();
         outputs.map(|(shape, dtype)| {
             let out = launched
                 .next()
@@ -107,7 +151,13 @@ mod imp {
                 .iter()
                 .map(|ir| handles.get_float_tensor::<Cube<R>>(ir))
                 .collect();
-            let outputs = self.kernel.launch(inputs);
+            let shapes: Vec<(Shape, DType)> = self
+                .desc
+                .outputs
+                .iter()
+                .map(|ir| (ir.shape.clone(), ir.dtype))
+                .collect();
+            let outputs = launch_or_record(&self.kernel, inputs, &shapes);
             // Outputs the caller did not ask for are dropped here; their memory is reused in
             // stream order.
             for (ir, tensor) in self.desc.outputs.iter().zip(outputs) {

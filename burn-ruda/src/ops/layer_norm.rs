@@ -9,6 +9,7 @@ use burn_backend::{
 };
 use burn_cubecl::{BoolElement, FloatElement, IntElement, tensor::CubeTensor};
 use ruda_runtime::TensorBuffer;
+use ruda_runtime::layer_norm::validate;
 
 use super::counters::{self, Kernel};
 use super::{NativeKernel, RudaRuntime, custom_op};
@@ -68,13 +69,45 @@ pub trait LayerNormBackend: Backend {
     ) -> [FloatTensor<Self>; 3];
 }
 
-/// Whether the native LayerNorm of `B` takes `tensor`: the backend has one and the tensor has
-/// at least one dimension with a non-empty last dimension (other shapes go to the composed
-/// LayerNorm, which handles them).
-pub(crate) fn native_applies<B: LayerNormBackend>(tensor: &FloatTensor<B>) -> bool {
+/// Checks LayerNorm's arguments on the caller's thread, before anything is queued or composed,
+/// so that a bad call panics where it is made, in the kernels' words (Burn's composed LayerNorm
+/// would fail later, on burn-fusion's thread, or not at all). An empty last dimension is left to
+/// the composed LayerNorm, which returns an empty tensor.
+///
+/// # Panics
+/// On a scalar input, gamma or beta not `[d]` of the input's dtype, a negative or non-finite
+/// epsilon.
+pub(crate) fn check_args<B: Backend>(
+    tensor: &FloatTensor<B>,
+    gamma: &FloatTensor<B>,
+    beta: Option<&FloatTensor<B>>,
+    epsilon: f64,
+) {
     let shape = tensor.shape();
-    let usable = shape.num_dims() >= 1 && shape[shape.num_dims() - 1] > 0;
-    usable && B::has_native_layer_norm(&B::float_device(tensor))
+    if shape.num_dims() > 0 && shape[shape.num_dims() - 1] == 0 {
+        return;
+    }
+    let gamma_shape = gamma.shape();
+    let beta_shape = beta.map(|b| (b.shape(), b.dtype()));
+    validate::check_forward_args(
+        (&shape, tensor.dtype()),
+        (&gamma_shape, gamma.dtype()),
+        beta_shape.as_ref().map(|(s, d)| (&s[..], *d)),
+        epsilon,
+    );
+}
+
+/// Whether the native LayerNorm of `B` takes `tensor` (arguments already checked): the backend
+/// has one on the tensor's device, the last dimension is not empty, and the kernels take the
+/// dtype on that device (F32, F16, BF16; an F64 tensor gets Burn's composed LayerNorm).
+pub(crate) fn native_applies<B: LayerNormBackend>(tensor: &FloatTensor<B>) -> bool {
+    let (shape, dtype) = (tensor.shape(), tensor.dtype());
+    let device = B::float_device(tensor);
+    shape.num_dims() >= 1
+        && shape[shape.num_dims() - 1] > 0
+        && validate::supports_dtype(dtype)
+        && B::supports_dtype(&device, dtype)
+        && B::has_native_layer_norm(&device)
 }
 
 /// The statistics' shape: the input's without its last dimension.
@@ -161,6 +194,7 @@ impl<R: RudaRuntime, F: FloatElement, I: IntElement, BT: BoolElement> LayerNormB
         beta: Option<FloatTensor<Self>>,
         epsilon: f64,
     ) -> [FloatTensor<Self>; 3] {
+        check_args::<Self>(&tensor, &gamma, beta.as_ref(), epsilon);
         let (shape, dtype) = (tensor.shape(), tensor.dtype());
         let stats = stats_shape(&shape);
         let kernel = ForwardKernel {
@@ -184,6 +218,7 @@ impl<R: RudaRuntime, F: FloatElement, I: IntElement, BT: BoolElement> LayerNormB
         beta: Option<FloatTensor<Self>>,
         epsilon: f64,
     ) -> FloatTensor<Self> {
+        check_args::<Self>(&tensor, &gamma, beta.as_ref(), epsilon);
         let (shape, dtype) = (tensor.shape(), tensor.dtype());
         let kernel = ForwardKernel {
             epsilon,
@@ -206,6 +241,13 @@ impl<R: RudaRuntime, F: FloatElement, I: IntElement, BT: BoolElement> LayerNormB
     ) -> [FloatTensor<Self>; 3] {
         let (shape, dtype) = (tensor.shape(), tensor.dtype());
         let (gamma_shape, gamma_dtype) = (gamma.shape(), gamma.dtype());
+        validate::check_backward_args(
+            (&shape, dtype),
+            (&gamma_shape, gamma_dtype),
+            (&grad.shape(), grad.dtype()),
+            (&mean.shape(), mean.dtype()),
+            (&rstd.shape(), rstd.dtype()),
+        );
         custom_op::run::<R, _, 3>(
             BackwardKernel,
             vec![tensor, gamma, grad, mean, rstd],

@@ -15,6 +15,7 @@
 pub mod counters;
 pub(crate) mod custom_op;
 pub mod embedding;
+pub(crate) mod faults;
 pub mod given_grad;
 pub mod layer_norm;
 pub mod matmul;

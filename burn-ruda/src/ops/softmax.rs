@@ -47,11 +47,20 @@ pub trait SoftmaxBackend: Backend {
     ) -> FloatTensor<Self>;
 }
 
-/// Whether `B`'s native softmax takes `tensor` over `dim`: a backend with one (and
-/// `RUDA_SOFTMAX` not `burn`), a dtype it takes, a dimension in range; Burn's composed
-/// softmax runs otherwise (and panics in Burn's words on a bad dimension).
-pub(crate) fn native_applies<B: SoftmaxBackend>(tensor: &FloatTensor<B>, dim: usize) -> bool {
-    kernels::native_enabled() && dim < tensor.shape().num_dims() && B::has_native_softmax(tensor)
+/// Checks the rank and the dimension on the caller's thread (the kernels' message, also where
+/// Burn's composed softmax then runs), and tells whether `B`'s native softmax takes `tensor`: a
+/// backend with one (and `RUDA_SOFTMAX` not `burn`) and a dtype it takes on the device; Burn's
+/// composed softmax runs otherwise.
+///
+/// # Panics
+/// On a scalar tensor or a dimension out of range.
+pub(crate) fn native_applies<B: SoftmaxBackend>(
+    tensor: &FloatTensor<B>,
+    dim: usize,
+    kind: Kind,
+) -> bool {
+    validate::check_dim(kind.name(), &tensor.shape(), dim);
+    kernels::native_enabled() && B::has_native_softmax(tensor)
 }
 
 /// The forward kernel: input `[x]`, output `[y]`.
@@ -157,7 +166,7 @@ pub(crate) fn softmax<B: SoftmaxBackend>(
     kind: Kind,
     composed: impl FnOnce(FloatTensor<B>, usize) -> FloatTensor<B>,
 ) -> FloatTensor<B> {
-    if native_applies::<B>(&tensor, dim) {
+    if native_applies::<B>(&tensor, dim, kind) {
         B::softmax_native(tensor, dim, kind)
     } else {
         composed(tensor, dim)

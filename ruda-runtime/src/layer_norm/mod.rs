@@ -53,7 +53,7 @@ mod kernels;
 pub(crate) mod plan;
 pub mod tune;
 // Argument checks, before anything is queued or launched.
-pub(crate) mod validate;
+pub mod validate;
 
 use burn_backend::DType;
 use cubecl::client::ComputeClient;

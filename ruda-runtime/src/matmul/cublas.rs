@@ -10,8 +10,8 @@
 //! memory, on every CubeCL stream, without a host synchronisation.
 //!
 //! The task cannot return an error to the program (it runs later, on another thread). A failure
-//! is kept and reported by the next call's panic on the caller's thread, with the device and
-//! the product it came from; CubeCL keeps working.
+//! is kept in [`crate::faults`] and reported, naming the product and the device, as an error at
+//! the device's next read or sync; the product's output is never written.
 //!
 //! No lock is shared by the three threads a product passes through (the training thread asks
 //! [`available`], burn-fusion's thread queues the product, CubeCL's device thread issues it):
@@ -23,8 +23,8 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::RwLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use burn_backend::DType;
 use cubecl::{
@@ -116,12 +116,6 @@ pub fn matmul(
         }
     };
     let shape = output_shape(&lhs.shape, &rhs.shape).expect("planned above");
-    if let Some(failure) = take_failure(device.index) {
-        panic!(
-            "ruda matmul: an earlier cuBLAS product on cuda:{} failed: {failure}",
-            device.index
-        );
-    }
     let out = TensorBuffer::empty(client, shape.into(), lhs.dtype);
     let call = GemmCall {
         device: device.index,
@@ -146,13 +140,6 @@ static CALLS: AtomicUsize = AtomicUsize::new(0);
 /// Per device index: whether cuBLAS is set up (written once, on the first [`available`]).
 static AVAILABILITY: RwLock<BTreeMap<usize, Result<(), String>>> = RwLock::new(BTreeMap::new());
 
-/// Raised when a queued product fails, so that the next [`matmul`] looks at [`FAILURES`];
-/// never lowered (a failed device keeps failing).
-static ANY_FAILURE: AtomicBool = AtomicBool::new(false);
-
-/// Per device index: the first failure of a queued product, not yet reported.
-static FAILURES: Mutex<BTreeMap<usize, String>> = Mutex::new(BTreeMap::new());
-
 thread_local! {
     /// The cuBLAS handle, stream and events of each device whose CubeCL thread this is: created
     /// by a task on that thread and used only by tasks on it.
@@ -168,25 +155,6 @@ struct DeviceBlas {
     operands_ready: cu::CUevent,
     /// Recorded on `stream` after a product: what later work waits for.
     product_done: cu::CUevent,
-}
-
-fn take_failure(device: usize) -> Option<String> {
-    if !ANY_FAILURE.load(Ordering::Acquire) {
-        return None;
-    }
-    FAILURES
-        .lock()
-        .expect("ruda matmul failure lock")
-        .remove(&device)
-}
-
-fn record_failure(device: usize, failure: impl FnOnce() -> String) {
-    FAILURES
-        .lock()
-        .expect("ruda matmul failure lock")
-        .entry(device)
-        .or_insert_with(failure);
-    ANY_FAILURE.store(true, Ordering::Release);
 }
 
 /// Loads cuBLAS and creates the device's handle, stream and events on its CubeCL thread, kept
@@ -275,11 +243,23 @@ struct GemmCall {
 }
 
 impl GemmCall {
-    /// Runs on the device thread; keeps a failure for the next call to report.
+    /// Runs on the device thread; a failure (or an injected one: [`crate::faults`]) is kept
+    /// for the device's next read or sync to report, and the output stays unwritten.
     fn run(self, server: &mut Server) {
         let (device, dtype, gemm) = (self.device, self.dtype, self.gemm);
+        let id = CudaDevice::new(device).to_id();
+        let name = format!("cuda:{device}");
+        if crate::faults::take_injected("ruda_matmul") {
+            crate::faults::record(id, name, "ruda_matmul", "injected failure (a test hook)");
+            return;
+        }
         if let Err(err) = self.issue(server) {
-            record_failure(device, || format!("{err} ({dtype:?} {gemm:?})"));
+            crate::faults::record(
+                id,
+                name,
+                "ruda_matmul",
+                format!("{err} ({dtype:?} {gemm:?})"),
+            );
         }
     }
 

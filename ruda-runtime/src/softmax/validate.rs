@@ -45,7 +45,12 @@ pub fn supports_dtype(dtype: DType) -> bool {
     matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
 }
 
-fn check_dim(op: &str, shape: &[usize], dim: usize) -> Problem {
+/// The rank and dimension checks alone: what a backend checks on the caller's thread before it
+/// chooses between the native kernels and a composed softmax.
+///
+/// # Panics
+/// On a scalar, or a dimension out of range.
+pub fn check_dim(op: &str, shape: &[usize], dim: usize) -> Problem {
     assert!(
         !shape.is_empty(),
         "{op}: the input must have at least one dimension, got a scalar of shape []"

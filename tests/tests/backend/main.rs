@@ -7,5 +7,6 @@
 //! are `#[serial]` (one lock for the whole binary): the counters are process-global.
 
 mod burn_backend;
+mod errors;
 mod threads;
 mod transparency;

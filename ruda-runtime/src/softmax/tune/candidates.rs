@@ -75,8 +75,8 @@ impl Candidate {
 /// and is skipped.
 ///
 /// The tuner only times the candidates; every candidate is checked against the f64 reference
-/// on its own, in `ruda-runtime/tests/softmax_candidates.rs` (lavapipe, in CI) and in the GPU
-/// suite.
+/// on its own, in `tests/src/softmax_checks.rs` (run on lavapipe in CI by
+/// `tests/tests/softmax.rs`) and in the GPU suite.
 pub const CANDIDATES: [Candidate; 10] = [
     Candidate::new(Variant::PlanePerRow, false),
     Candidate::new(Variant::CubePerRow, false),
