@@ -137,7 +137,20 @@ pub(crate) fn load_client<R: cubecl::Runtime>(
     if lock(&OPENED).contains(&id) {
         return ComputeClient::load(device);
     }
-    let client = match directory_for(fingerprint().as_deref()) {
+    // A directory that cannot be written: a warning, and no compilation cache (CubeCL 0.10's
+    // would panic on its first write).
+    let dir = directory_for(fingerprint().as_deref()).filter(|dir| {
+        match crate::autotune::cache_files_writable(dir) {
+            Ok(()) => true,
+            Err(why) => {
+                crate::autotune::cache_files_warn(format!(
+                    "compilation cache: {why}; kernels are compiled in memory for this run"
+                ));
+                false
+            }
+        }
+    });
+    let client = match dir {
         Some(dir) => {
             repair(&dir.join(CUDA_PTX_SUBDIR.iter().collect::<PathBuf>()));
             with_compilation_cache(dir, || ComputeClient::load(device))

@@ -45,16 +45,28 @@ impl RudaDevice {
     /// The device `RUDA_DEVICE` names, or the best device when it is unset, empty or `auto`.
     pub fn from_env() -> Result<Self, DeviceError> {
         match std::env::var(DEVICE_ENV) {
-            Ok(value) => match value.parse::<DeviceSpec>() {
-                Ok(spec) => spec.resolve(),
-                Err(e) => Err(DeviceError::BadSpec(e)),
-            },
-            Err(std::env::VarError::NotPresent) => DeviceSpec::Auto.resolve(),
+            Ok(value) => Self::from_value(Some(&value)),
+            Err(std::env::VarError::NotPresent) => Self::from_value(None),
             Err(std::env::VarError::NotUnicode(raw)) => {
                 Err(DeviceError::BadSpec(DeviceSpecError {
                     value: raw.to_string_lossy().into_owned(),
                 }))
             }
+        }
+    }
+
+    /// The device `RUDA_DEVICE=value` selects (`None`: the variable is unset), as
+    /// [`RudaDevice::from_env`] resolves it.
+    ///
+    /// # Errors
+    /// As [`RudaDevice::from_env`].
+    pub fn from_value(value: Option<&str>) -> Result<Self, DeviceError> {
+        match value {
+            Some(value) => match value.parse::<DeviceSpec>() {
+                Ok(spec) => spec.resolve(),
+                Err(e) => Err(DeviceError::BadSpec(e)),
+            },
+            None => DeviceSpec::Auto.resolve(),
         }
     }
 

@@ -173,6 +173,9 @@ fn run_probe(shapes: &str) {
         println!("PROBE file={}", file.display());
     }
     println!("PROBE runtime_name={}", report.identity.runtime_name);
+    for warning in autotune::cache_warnings() {
+        println!("PROBE warning={warning}");
+    }
 }
 
 #[test]
@@ -267,6 +270,68 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
+/// The session directories (`...-session<pid>x<nonce>`) under `dir`'s cache.
+fn session_dirs(dir: &Path) -> Vec<String> {
+    let version_dir = dir
+        .join("cache/autotune")
+        .join(ruda_runtime::CUBECL_VERSION);
+    std::fs::read_dir(version_dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|name| name.contains("-session"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A session directory of a process that no longer runs (killed before its exit cleanup) is
+/// removed when the next process without a fingerprint starts.
+#[test]
+#[serial]
+fn a_dead_sessions_directory_is_removed_by_the_next_session() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // No process has pid 4194304 + 1 (above Linux's pid_max).
+    let stale = dir
+        .join("cache/autotune")
+        .join(ruda_runtime::CUBECL_VERSION)
+        .join("device-0-0-wgpu_wgsl_-session4194305x1234");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("matmul.json.log"), b"{}\n").unwrap();
+    finish(
+        probe_command(dir, "none", "8x64")
+            .env(PROBE_CUBECL, "1")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(session_dirs(dir), Vec::<String>::new());
+}
+
+/// A cache root that cannot be created (below a regular file: not even root can) is a warning,
+/// and the run is correct without it (the probe checks its results against forced variants).
+#[test]
+#[serial]
+fn an_uncreatable_cache_directory_is_a_warning_and_a_correct_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("not-a-directory"), b"").unwrap();
+    let run = finish(
+        probe_command(dir, "X", SHAPES)
+            .env(ENV_AUTOTUNE_DIR, dir.join("not-a-directory/cache"))
+            .env(PROBE_CUBECL, "1")
+            .output()
+            .unwrap(),
+    );
+    let warned = run.stdout.lines().any(|line| {
+        line.starts_with("PROBE warning=autotune cache: cannot create")
+            && line.contains("not-a-directory")
+    });
+    assert!(warned, "{}", run.stdout);
+    assert_eq!(run.passes(), 4, "{}", run.stdout);
+}
+
 fn ruda_file(dir: &Path, fingerprint: &str, tuner: &str) -> PathBuf {
     dir.join("cache/autotune")
         .join(ruda_runtime::CUBECL_VERSION)
@@ -347,13 +412,14 @@ fn fingerprints_get_their_own_caches() {
     );
     let session = d2.value("cubecl_id").unwrap();
     assert!(session.contains("-session"), "{session}");
-    for (path, _) in snapshot(dir) {
-        assert!(
-            after_c.contains_key(&path) || path.to_string_lossy().contains("-session"),
-            "D2 wrote {}",
-            path.display()
-        );
-    }
+    // ... which is removed when the process exits: two runs without a fingerprint (D, D2)
+    // leave nothing behind.
+    assert_eq!(snapshot(dir), after_c, "D2 left files behind");
+    assert_eq!(
+        session_dirs(dir),
+        Vec::<String>::new(),
+        "D2 left its session directory"
+    );
 
     // RUDA_AUTOTUNE=off: the default choice, no tuning, nothing written.
     let before = snapshot(dir);
@@ -512,23 +578,24 @@ fn concurrent_processes_share_one_cache() {
     assert_eq!((p3.passes(), p3.runs()), (0, 0), "{}", p3.stdout);
 }
 
-/// In this process, without a fingerprint (so nothing on disk): the tuned path matches a
-/// forced variant on shapes that take different candidates, odd `d` included.
+/// Without a fingerprint (so nothing on disk): the tuned path matches a forced variant on
+/// shapes that take different candidates, odd `d` included, and the choices are in-process ones.
+/// In a probe process: the settings are read once per process from its environment.
 #[test]
 #[serial]
 fn tuned_results_match_a_forced_variant() {
     let tmp = tempfile::tempdir().unwrap();
-    // SAFETY: serial test; the variables are read once, on the first ruda call below.
-    unsafe {
-        std::env::set_var(ENV_AUTOTUNE_FINGERPRINT, "none");
-        std::env::set_var(ENV_AUTOTUNE_DIR, tmp.path());
-    }
-    let client = RudaWgpu::client(&WgpuDevice::Cpu);
-    for (rows, d) in [(1, 1), (3, 7), (200, 96), (5, 3000), (2, 9000)] {
-        let diff = tuned_vs_forced(&client, rows, d);
-        assert!(diff < 1e-4, "{rows}x{d}: {diff}");
-    }
-    let chosen = autotune::chosen_variants();
-    assert!(!chosen.is_empty());
-    assert!(chosen.iter().all(|c| c.cache_id == "in-process"));
+    let run = probe(tmp.path(), "none", "1x1,3x7,200x96,5x3000,2x9000");
+    assert!(run.passes() > 0, "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("no fingerprint: ruda's results kept in memory only"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("layer-norm-forward ["),
+        "{}",
+        run.stdout
+    );
 }

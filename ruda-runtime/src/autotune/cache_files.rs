@@ -15,7 +15,36 @@
 use std::fs::{self, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
+
+/// The cache problems of this process (a directory that cannot be created or written), each
+/// logged once as a warning when it happens.
+static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Logs `message` as a warning (once per distinct message) and keeps it for [`warnings`].
+pub(crate) fn warn(message: String) {
+    let mut warnings = WARNINGS.lock().unwrap_or_else(|e| e.into_inner());
+    if !warnings.contains(&message) {
+        log::warn!("{message}");
+        warnings.push(message);
+    }
+}
+
+/// Every cache problem of this process so far: the run goes on without the cache concerned.
+pub fn warnings() -> Vec<String> {
+    WARNINGS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Whether files can be created in `dir` (created if missing): a probe file is written and
+/// removed. Root may write where permissions say it may not; only an actual write tells.
+pub(crate) fn writable(dir: &Path) -> Result<(), String> {
+    fs::create_dir_all(dir).map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    let probe = dir.join(format!(".ruda-write-probe-{}", std::process::id()));
+    fs::write(&probe, b"").map_err(|err| format!("cannot write in {}: {err}", dir.display()))?;
+    let _ = fs::remove_file(&probe);
+    Ok(())
+}
 
 /// The directory of the autotune caches of `cache_id` under `root`, as CubeCL lays it out:
 /// `<root>/autotune/<cubecl version>/<cache id>`.
@@ -48,11 +77,19 @@ pub(crate) fn prepare(path: &Path) {
     if let Some(parent) = path.parent()
         && let Err(err) = fs::create_dir_all(parent)
     {
-        log::warn!("autotune cache: cannot create {}: {err}", parent.display());
+        warn(format!(
+            "autotune cache: cannot create {}: {err}; tuning results are kept in memory for \
+             this run",
+            parent.display()
+        ));
         return;
     }
     if let Err(err) = OpenOptions::new().create(true).append(true).open(path) {
-        log::warn!("autotune cache: cannot create {}: {err}", path.display());
+        warn(format!(
+            "autotune cache: cannot create {}: {err}; tuning results are kept in memory for \
+             this run",
+            path.display()
+        ));
         return;
     }
     repair(path);

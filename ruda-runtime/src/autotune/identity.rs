@@ -22,7 +22,8 @@ pub struct CacheIdentity {
     /// The name the runtime reports to CubeCL (`cubecl::Runtime::name`), which CubeCL's tuners
     /// (matmul, reduce, convolution, fused kernels) put in their cache directory
     /// `device-<type>-<index>-<name>`: `<base>-fp<hash>` with a fingerprint,
-    /// `<base>-session<pid>x<nonce>` without one (see the README, "Autotuning").
+    /// `<base>-session<pid>x<nonce>` without one: a directory of this process only, removed
+    /// when it exits ([`sessions`]).
     pub runtime_name: &'static str,
 }
 
@@ -136,7 +137,8 @@ pub(crate) fn identity_or_default<R: cubecl::Runtime>(
 }
 
 /// `session<pid>x<nonce>`: unique to this process, so that no earlier process's results are
-/// ever read back.
+/// ever read back. The first call also removes what earlier sessions left behind and arranges
+/// for this one's directories to be removed at exit ([`sessions`]).
 fn session_tag() -> String {
     static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     TAG.get_or_init(|| {
@@ -144,9 +146,99 @@ fn session_tag() -> String {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0);
+        let version_dir = super::settings::cache_root()
+            .join("autotune")
+            .join(crate::version::CUBECL_VERSION);
+        sessions::start(version_dir);
         format!("session{}x{:x}", std::process::id(), nanos & 0xffff_ffff)
     })
     .clone()
+}
+
+/// The per-process directories CubeCL's tuners write for a device without a fingerprint
+/// (`device-<type>-<index>-<base>-session<pid>x<nonce>`): nothing ever reads them again, so
+/// they must not pile up, one a run. This process's are removed when it exits normally; those
+/// of processes that no longer run (killed, crashed) are removed when the next session starts.
+pub mod sessions {
+    use std::path::{Path, PathBuf};
+    use std::sync::OnceLock;
+
+    /// The version directory this process's sessions live in.
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+
+    /// The pid in a session directory's name (`...-session<pid>x<nonce>`).
+    pub fn session_pid(name: &str) -> Option<u32> {
+        let rest = &name[name.rfind("-session")? + "-session".len()..];
+        rest.split('x').next()?.parse().ok()
+    }
+
+    /// Whether process `pid` still runs; `true` where that cannot be told (not Linux).
+    fn alive(pid: u32) -> bool {
+        if cfg!(target_os = "linux") {
+            Path::new("/proc").join(pid.to_string()).exists()
+        } else {
+            true
+        }
+    }
+
+    /// Removes the session directories under `version_dir` for which `remove(pid)` holds.
+    fn remove_sessions(version_dir: &Path, remove: impl Fn(u32) -> bool) {
+        let Ok(entries) = std::fs::read_dir(version_dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = session_pid(&name)
+                && remove(pid)
+                && let Err(err) = std::fs::remove_dir_all(entry.path())
+            {
+                log::warn!(
+                    "autotune cache: cannot remove {}: {err}",
+                    entry.path().display()
+                );
+            }
+        }
+    }
+
+    /// Removes dead processes' sessions and registers this one's removal at exit.
+    pub(super) fn start(version_dir: PathBuf) {
+        remove_sessions(&version_dir, |pid| pid != std::process::id() && !alive(pid));
+        if ROOT.set(version_dir).is_ok() {
+            #[cfg(unix)]
+            // SAFETY: `remove_at_exit` is an `extern "C" fn()` that catches every panic; it
+            // runs once, when the process exits normally.
+            unsafe {
+                libc::atexit(remove_at_exit);
+            }
+        }
+    }
+
+    /// Removes this process's session directories (at exit).
+    pub fn remove_own() {
+        if let Some(root) = ROOT.get() {
+            remove_sessions(root, |pid| pid == std::process::id());
+        }
+    }
+
+    #[cfg(unix)]
+    extern "C" fn remove_at_exit() {
+        // A panic must not cross the C boundary.
+        let _ = std::panic::catch_unwind(remove_own);
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::session_pid;
+
+        #[test]
+        fn pids_of_session_names() {
+            assert_eq!(
+                session_pid("device-0-0-wgpu_wgsl_-session4242x1f2e"),
+                Some(4242)
+            );
+            assert_eq!(session_pid("device-0-0-wgpu_wgsl_-fp0123"), None);
+        }
+    }
 }
 
 /// A `'static` copy of `name`, leaked at most once per distinct string.

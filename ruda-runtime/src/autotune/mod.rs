@@ -13,7 +13,10 @@
 //!   ones stay for when it comes back.
 //! - Without a fingerprint ruda's tuners keep their results in memory only, and the runtime
 //!   name carries a per-process tag so that CubeCL's tuners never read another process's
-//!   results (see the README, "Autotuning", for what CubeCL still writes).
+//!   results; the directories CubeCL writes under that name are removed when the process
+//!   exits ([`identity::sessions`]).
+//! - A cache directory that cannot be created or written is a warning ([`cache_warnings`]),
+//!   and the run goes on without that cache.
 //! - Settings: [`settings::ENV_AUTOTUNE_DIR`], [`settings::ENV_AUTOTUNE`],
 //!   [`settings::ENV_AUTOTUNE_FINGERPRINT`].
 //!
@@ -31,6 +34,8 @@ use std::path::PathBuf;
 use cubecl::{client::ComputeClient, device::Device};
 
 pub(crate) use cache_files::repair as repair_cache_file;
+pub use cache_files::warnings as cache_warnings;
+pub(crate) use cache_files::{warn as cache_files_warn, writable as cache_files_writable};
 pub use identity::{CacheIdentity, cache_identity};
 pub use settings::{AutotuneSettings, settings};
 pub use tuner::{AutotuneStats, ChosenVariant, IN_PROCESS_ID, chosen_variants, stats};
@@ -55,6 +60,8 @@ pub struct AutotuneReport {
     pub chosen: Vec<ChosenVariant>,
     /// Tuning counters of this process.
     pub stats: AutotuneStats,
+    /// The cache problems of this process ([`cache_warnings`]).
+    pub warnings: Vec<String>,
 }
 
 /// Collects the [`AutotuneReport`] of `client`'s device (`device` names CubeCL's directory).
@@ -94,6 +101,7 @@ pub fn autotune_report<R: crate::hooks::Runtime>(
         cubecl_files,
         chosen,
         stats: stats(),
+        warnings: cache_warnings(),
     }
 }
 
@@ -139,6 +147,9 @@ impl core::fmt::Display for AutotuneReport {
         }
         for c in &self.chosen {
             writeln!(f, "  {} [{}] -> {}", c.tuner, c.key, c.candidate)?;
+        }
+        for warning in &self.warnings {
+            writeln!(f, "  warning: {warning}")?;
         }
         write!(
             f,

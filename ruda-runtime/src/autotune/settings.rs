@@ -35,13 +35,14 @@ pub struct AutotuneSettings {
 }
 
 impl AutotuneSettings {
-    /// Reads the three variables (no caching; see [`settings`]).
+    /// Reads the variables (no caching; see [`settings`]).
     pub fn from_env() -> Self {
-        let var = |name| {
-            std::env::var(name)
-                .ok()
-                .filter(|v: &String| !v.trim().is_empty())
-        };
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// The settings for the variables' values as `var` gives them (`None`: unset).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Self {
+        let var = |name| var(name).filter(|v: &String| !v.trim().is_empty());
         let off = |name| {
             matches!(
                 var(name).map(|v| v.trim().to_ascii_lowercase()).as_deref(),
@@ -144,35 +145,34 @@ pub fn apply_to_cubecl() {
 mod tests {
     use super::*;
 
+    /// The variables' values as a map, never the process's environment (which the other
+    /// tests of the binary read).
+    fn from(pairs: &[(&str, &str)]) -> AutotuneSettings {
+        AutotuneSettings::from_vars(|name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
     #[test]
-    fn parses_the_environment() {
-        // Only `from_env` is exercised, never the process-wide `settings()`.
-        // SAFETY: this test alone touches these variables in the unit-test binary.
-        unsafe {
-            std::env::set_var(ENV_AUTOTUNE, "OFF");
-            std::env::set_var(ENV_AUTOTUNE_DIR, "/tmp/x");
-            std::env::set_var(ENV_AUTOTUNE_FINGERPRINT, "None");
-            std::env::set_var(ENV_COMPILATION_CACHE, "off");
-        }
-        let s = AutotuneSettings::from_env();
+    fn parses_the_variables() {
+        let s = from(&[
+            (ENV_AUTOTUNE, "OFF"),
+            (ENV_AUTOTUNE_DIR, "/tmp/x"),
+            (ENV_AUTOTUNE_FINGERPRINT, "None"),
+            (ENV_COMPILATION_CACHE, "off"),
+        ]);
         assert!(!s.enabled);
         assert!(!s.compilation_cache);
         assert_eq!(s.dir, Some(PathBuf::from("/tmp/x")));
         assert_eq!(s.fingerprint_override, Some(None));
-        unsafe {
-            std::env::set_var(ENV_AUTOTUNE, "on");
-            std::env::remove_var(ENV_AUTOTUNE_DIR);
-            std::env::set_var(ENV_AUTOTUNE_FINGERPRINT, "driver=1");
-        }
-        unsafe { std::env::remove_var(ENV_COMPILATION_CACHE) };
-        let s = AutotuneSettings::from_env();
+        let s = from(&[(ENV_AUTOTUNE, "on"), (ENV_AUTOTUNE_FINGERPRINT, "driver=1")]);
         assert!(s.enabled);
         assert!(s.compilation_cache);
         assert_eq!(s.dir, None);
         assert_eq!(s.fingerprint_override, Some(Some("driver=1".into())));
-        unsafe {
-            std::env::remove_var(ENV_AUTOTUNE);
-            std::env::remove_var(ENV_AUTOTUNE_FINGERPRINT);
-        }
+        assert_eq!(from(&[(ENV_AUTOTUNE_DIR, "  ")]).dir, None);
     }
 }
