@@ -170,7 +170,7 @@ pub fn measure<R: Runtime>(
     let copy_out = TensorBuffer::empty(client, shape_v.clone().into(), dtype);
     let len = n / vector;
     let units = 256usize;
-    let cubes = len.div_ceil(units).min(65_535).max(1);
+    let cubes = len.div_ceil(units).clamp(1, 65_535);
     let storage: StorageType = dtype.into();
     let copy_us = back_to_back_us(client, calls, rounds, || {
         // SAFETY: both buffers hold `n` elements, `n` a multiple of the vector width; the

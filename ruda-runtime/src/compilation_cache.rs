@@ -345,6 +345,7 @@ mod tests {
     ) -> AutotuneSettings {
         AutotuneSettings {
             enabled: true,
+            tune_cpu_adapters: false,
             dir: None,
             fingerprint_override: fingerprint_override.map(|o| o.map(String::from)),
             compilation_cache,

@@ -225,7 +225,8 @@ fn probe_command(dir: &Path, fingerprint: &str, shapes: &str) -> Command {
     .env(PROBE, shapes)
     .env(ENV_AUTOTUNE_DIR, dir.join("cache"))
     .env(ENV_AUTOTUNE_FINGERPRINT, fingerprint)
-    .env_remove(ENV_AUTOTUNE)
+    // lavapipe is a CPU adapter: ruda tunes there only when asked.
+    .env(ENV_AUTOTUNE, "on")
     .env_remove(PROBE_CUBECL)
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
@@ -330,6 +331,26 @@ fn an_uncreatable_cache_directory_is_a_warning_and_a_correct_run() {
     });
     assert!(warned, "{}", run.stdout);
     assert_eq!(run.passes(), 4, "{}", run.stdout);
+}
+
+/// Unset, `RUDA_AUTOTUNE` tunes nothing of ruda's on a CPU adapter: no tuning pass, no ruda
+/// cache file, and the default rule's results (the probe checks them against forced variants).
+/// `RUDA_AUTOTUNE=on` tunes there (every other test here sets it).
+#[test]
+#[serial]
+fn a_cpu_adapter_is_not_tuned_by_default() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let run = finish(
+        probe_command(dir, "X", SHAPES)
+            .env_remove(ENV_AUTOTUNE)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!((run.passes(), run.runs()), (0, 0), "{}", run.stdout);
+    assert!(!ruda_file(dir, "X", "layer-norm-forward").exists());
+    let tuned = probe(dir, "X", SHAPES);
+    assert_eq!(tuned.passes(), 4, "{}", tuned.stdout);
 }
 
 fn ruda_file(dir: &Path, fingerprint: &str, tuner: &str) -> PathBuf {

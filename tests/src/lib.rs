@@ -9,6 +9,8 @@
 //!   against that reference, at edge and long shapes;
 //! - [`softmax_checks`]: every softmax variant and autotune candidate of a ruda runtime against
 //!   an f64 reference, over every dimension and special value;
+//! - [`soak`]: a small transformer trained for many steps, sampling device memory and the
+//!   cache directory, to show a leak as a slope;
 //! - [`plain_runtime`]: a CubeCL runtime with nothing of ruda's, to test the defaults and the
 //!   composed fallbacks.
 
@@ -17,4 +19,5 @@ pub mod launches;
 pub mod layer_norm_checks;
 pub mod plain_runtime;
 pub mod reference;
+pub mod soak;
 pub mod softmax_checks;

@@ -100,6 +100,15 @@ struct Options {
     /// "minimal"`, `file = PATH`), whose lines over a window of steps count the launches
     #[arg(long, value_name = "PATH")]
     launch_log: Option<String>,
+    /// Only the soak run: a small transformer trained for STEPS steps on CUDA (else wgpu), the
+    /// memory CubeCL holds and the cache directory's size sampled along the way
+    #[arg(long, value_name = "STEPS")]
+    soak: Option<usize>,
+    /// Only the reliability checks on CUDA: an injected cuBLAS failure (run with
+    /// RUDA_FAULT_INJECT=ruda_matmul) is an error at the next read naming the product; f64
+    /// LayerNorm and softmax give the right answer (Burn's composed operations)
+    #[arg(long)]
+    faults: bool,
     /// Where --benchmarks writes its CSV
     #[arg(long, value_name = "PATH")]
     csv: Option<String>,
@@ -140,6 +149,14 @@ fn main() {
     if options.step {
         step_only(&options);
         return;
+    }
+    if let Some(steps) = options.soak {
+        let flat = soak_only(steps);
+        std::process::exit(if flat { 0 } else { 1 });
+    }
+    if options.faults {
+        let failures = faults_only();
+        std::process::exit(if failures > 0 { 1 } else { 0 });
     }
     if options.matmul {
         matmul_only();
@@ -942,9 +959,145 @@ fn kernel_families(lines: &[String], steps: usize) -> String {
         }
     }
     let mut top: Vec<(String, usize)> = names.into_iter().collect();
-    top.sort_by(|a, b| b.1.cmp(&a.1));
+    top.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
     for (name, n) in top.into_iter().take(10) {
         out.push_str(&format!("\n#   {:6.1}  {name}", per(n)));
     }
     out
+}
+
+/// `--soak STEPS`: the soak run of `ruda_tests::soak` on CUDA (else the best wgpu device), its
+/// samples as they come, then whether memory and cache stayed flat after the warm-up.
+fn soak_only(steps: usize) -> bool {
+    use ruda_tests::soak::{Sample, SoakConfig, check_flat, run};
+    let config = SoakConfig::gpu(steps);
+    println!("\n## Soak: {steps} steps, {config:?}\n");
+    println!("{}", Sample::HEADER);
+    let print = |s: &Sample| println!("{}", s.line());
+    #[cfg(feature = "cuda")]
+    let samples = if ruda_runtime::runtime::cuda::cuda_device_count() > 0 {
+        run::<ruda_runtime::RudaCuda>(&cubecl::cuda::CudaDevice::new(0), config, print)
+    } else {
+        run::<ruda_runtime::RudaWgpu>(&Default::default(), config, print)
+    };
+    #[cfg(not(feature = "cuda"))]
+    let samples = run::<ruda_runtime::RudaWgpu>(&Default::default(), config, print);
+    match check_flat(&samples, config.warmup) {
+        Ok(()) => {
+            println!("# flat after the warm-up ({} steps)", config.warmup);
+            true
+        }
+        Err(growth) => {
+            println!("# GREW after the warm-up:\n{growth}");
+            false
+        }
+    }
+}
+
+/// `--faults`: on CUDA, an injected product failure (`RUDA_FAULT_INJECT=ruda_matmul`) is an
+/// error at the next read and sync naming the product, and f64 LayerNorm and softmax (which the
+/// native kernels do not take) match NdArray. Returns the number of failed checks.
+fn faults_only() -> usize {
+    #[cfg(feature = "cuda")]
+    {
+        use burn::tensor::{Tensor, TensorData, activation};
+        type R = burn_ruda::Ruda<ruda_runtime::RudaCuda>;
+        type N = burn::backend::NdArray<f64>;
+        if ruda_runtime::runtime::cuda::cuda_device_count() == 0 {
+            println!("# no CUDA device");
+            return 1;
+        }
+        let device = Default::default();
+        let mut failures = 0;
+        let mut check = |name: &str, ok: bool, detail: String| {
+            println!("{}\t{name}: {detail}", if ok { "PASS" } else { "FAIL" });
+            if !ok {
+                failures += 1;
+            }
+        };
+
+        // f64: Burn's composed LayerNorm and softmax, against NdArray in f64.
+        let values: Vec<f64> = (0..24)
+            .map(|i| (i as f64 * 0.37).sin() * 3.0 + 1e3)
+            .collect();
+        let x = Tensor::<R, 2>::from_data(TensorData::new(values.clone(), [4, 6]), &device)
+            .cast(burn::tensor::DType::F64);
+        let nx = Tensor::<N, 2>::from_data(TensorData::new(values, [4, 6]), &Default::default());
+        let gamma = |d: usize| (0..d).map(|i| 1.0 + i as f64 * 0.1).collect::<Vec<f64>>();
+        let g = Tensor::<R, 1>::from_data(TensorData::new(gamma(6), [6]), &device)
+            .cast(burn::tensor::DType::F64);
+        let ng = Tensor::<N, 1>::from_data(TensorData::new(gamma(6), [6]), &Default::default());
+        let max_diff = |a: TensorData, b: TensorData| {
+            let (a, b) = (
+                a.convert::<f64>().to_vec::<f64>().unwrap(),
+                b.convert::<f64>().to_vec::<f64>().unwrap(),
+            );
+            a.iter()
+                .zip(&b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0.0f64, f64::max)
+        };
+        let ln = ruda_tests::differential::module_ops::layer_norm_of(x.clone(), g, None, 1e-5);
+        let nln = ruda_tests::differential::module_ops::layer_norm_of(nx.clone(), ng, None, 1e-5);
+        let diff = max_diff(ln.into_data(), nln.into_data());
+        check(
+            "f64 LayerNorm = NdArray",
+            diff < 1e-9,
+            format!("max diff {diff:.2e}"),
+        );
+        let sm = activation::log_softmax(x, 1);
+        let nsm = activation::log_softmax(nx, 1);
+        let diff = max_diff(sm.into_data(), nsm.into_data());
+        check(
+            "f64 log_softmax = NdArray",
+            diff < 1e-12,
+            format!("max diff {diff:.2e}"),
+        );
+
+        // An injected product failure: an error at the next read and sync, never numbers.
+        let injected = std::env::var(ruda_runtime::faults::ENV_FAULT_INJECT)
+            .is_ok_and(|v| v.contains("ruda_matmul"));
+        if injected {
+            let a = Tensor::<R, 2>::ones([64, 64], &device);
+            let product = a.clone().matmul(a);
+            use burn::tensor::ops::FloatTensorOps;
+            let read =
+                cubecl::future::block_on(R::float_into_data(product.into_primitive().tensor()));
+            let error = read
+                .as_ref()
+                .err()
+                .map(|e| format!("{e:?}"))
+                .unwrap_or_default();
+            check(
+                "injected cuBLAS failure: the read is an error naming ruda_matmul",
+                read.is_err() && error.contains("ruda_matmul"),
+                error.chars().take(200).collect(),
+            );
+            let sync = <R as burn::tensor::backend::Backend>::sync(&device);
+            check(
+                "injected cuBLAS failure: the sync is an error too",
+                sync.is_err(),
+                format!("{:?}", sync.err()).chars().take(120).collect(),
+            );
+            use cubecl::device::Device as _;
+            let cleared = ruda_runtime::faults::clear(cubecl::cuda::CudaDevice::new(0).to_id());
+            let a = Tensor::<R, 2>::ones([64, 64], &device);
+            let value: Vec<f32> = a.clone().matmul(a).into_data().to_vec().unwrap();
+            check(
+                "after faults::clear the next product is right",
+                cleared.is_some() && value.iter().all(|v| *v == 64.0),
+                format!("first value {}", value[0]),
+            );
+        } else {
+            println!(
+                "# RUDA_FAULT_INJECT=ruda_matmul not set: the injected failure is not checked"
+            );
+        }
+        failures
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        println!("# built without CUDA");
+        1
+    }
 }

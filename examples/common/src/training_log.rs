@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use burn::train::LearnerSummary;
 use burn::train::metric::{MetricDefinition, MetricId, NumericEntry};
@@ -358,6 +358,41 @@ impl MetricsRendererEvaluation for LineRenderer {
     fn render_test(&mut self, _item: EvaluationProgress, _indicators: Vec<ProgressType>) {}
 }
 
+/// Seconds between two lines of [`first_step_progress`].
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// While the first training step is being prepared (its kernels compiled and tuned for this
+/// device: minutes on a CPU-only machine with empty caches), a line every
+/// [`PROGRESS_EVERY`] saying so, with ruda's tuning counters, until the first step reports its
+/// loss to `log`. A thread of its own: the training thread is busy inside that step.
+fn first_step_progress(log: SharedLog, start: Instant) {
+    let root = ruda_runtime::autotune::settings::cache_root();
+    let spawned = std::thread::Builder::new()
+        .name("first-step-progress".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(PROGRESS_EVERY);
+                let done = log.lock().map_or(true, |log| log.first_step.is_some());
+                if done {
+                    return;
+                }
+                let stats = ruda_runtime::autotune::stats();
+                println!(
+                    "preparing the first training step, {:.0} s: compiling and tuning the kernels \
+                     it needs on this device ({} kernel shapes tuned by ruda so far, {} candidate \
+                     runs); done once, then cached under {}",
+                    start.elapsed().as_secs_f64(),
+                    stats.tuning_passes,
+                    stats.benchmark_runs,
+                    root.display()
+                );
+            }
+        });
+    if let Err(err) = spawned {
+        eprintln!("first-step progress: {err}");
+    }
+}
+
 impl MetricsRenderer for LineRenderer {
     fn manual_close(&mut self) {}
 
@@ -366,6 +401,9 @@ impl MetricsRenderer for LineRenderer {
             // The learner registers its metrics once, just before the first step.
             self.start = Instant::now();
             self.epoch_start = self.start;
+            if !self.quiet {
+                first_step_progress(self.log.clone(), self.process_start);
+            }
         }
         self.names.insert(definition.metric_id, definition.name);
     }

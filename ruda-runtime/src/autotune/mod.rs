@@ -107,10 +107,10 @@ pub fn autotune_report<R: crate::hooks::Runtime>(
 
 impl core::fmt::Display for AutotuneReport {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let on = if self.settings.enabled {
-            "on"
-        } else {
-            "off (RUDA_AUTOTUNE)"
+        let on = match (self.settings.enabled, self.settings.tune_cpu_adapters) {
+            (false, _) => "off (RUDA_AUTOTUNE)",
+            (true, true) => "on, CPU adapters too (RUDA_AUTOTUNE=on)",
+            (true, false) => "on, except on CPU adapters",
         };
         writeln!(f, "autotune: {on}, root {}", self.root.display())?;
         match (&self.identity.fingerprint, &self.identity.hash) {

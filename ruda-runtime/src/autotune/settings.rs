@@ -6,7 +6,9 @@ use std::sync::{Arc, OnceLock};
 
 use cubecl::config::{CubeClRuntimeConfig, RuntimeConfig, cache::CacheConfig};
 
-/// `RUDA_AUTOTUNE`: `off` (also `0`, `false`) turns ruda's own tuning off.
+/// `RUDA_AUTOTUNE`: `off` (also `0`, `false`, `no`) turns ruda's own tuning off; `on` (also `1`,
+/// `true`, `yes`) tunes on every device; unset (or `auto`), ruda tunes except on CPU adapters
+/// (see [`AutotuneSettings::tune_cpu_adapters`]).
 pub const ENV_AUTOTUNE: &str = "RUDA_AUTOTUNE";
 /// `RUDA_AUTOTUNE_DIR`: the cache root, for ruda's tuners and CubeCL's alike.
 pub const ENV_AUTOTUNE_DIR: &str = "RUDA_AUTOTUNE_DIR";
@@ -20,10 +22,16 @@ pub const ENV_AUTOTUNE_FINGERPRINT: &str = "RUDA_AUTOTUNE_FINGERPRINT";
 /// The autotune settings of this process, from the environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AutotuneSettings {
-    /// `false` when `RUDA_AUTOTUNE=off`: ruda's LayerNorm runs [`crate::layer_norm::choose_variant`]
-    /// and never benchmarks. CubeCL's own kernels are not affected (CubeCL 0.10 has no switch
-    /// to turn its tuning off; `CUBECL_AUTOTUNE_LEVEL=minimal` makes it cheaper).
+    /// `false` when `RUDA_AUTOTUNE=off`: ruda's native ops run their documented default rule
+    /// ([`crate::layer_norm::choose_variant`], [`crate::softmax::choose_variant`]) and never
+    /// benchmark. CubeCL's own kernels are not affected (CubeCL 0.10 has no switch to turn its
+    /// tuning off; `CUBECL_AUTOTUNE_LEVEL=minimal` makes it cheaper).
     pub enabled: bool,
+    /// `true` when `RUDA_AUTOTUNE=on`: ruda tunes on CPU adapters too. Unset, it does not: on a
+    /// CPU adapter (Mesa's lavapipe) every candidate is one more shader for LLVM to compile, a
+    /// first step spent minutes tuning, and the default rule's unit-per-row kernels are what
+    /// the tuner picks there anyway.
+    pub tune_cpu_adapters: bool,
     /// `RUDA_AUTOTUNE_DIR`, when set: the root of every autotune cache.
     pub dir: Option<PathBuf>,
     /// `RUDA_AUTOTUNE_FINGERPRINT`, when set: `Some(None)` for `none`, else the string that
@@ -50,6 +58,12 @@ impl AutotuneSettings {
             )
         };
         let enabled = !off(ENV_AUTOTUNE);
+        let tune_cpu_adapters = matches!(
+            var(ENV_AUTOTUNE)
+                .map(|v| v.trim().to_ascii_lowercase())
+                .as_deref(),
+            Some("on" | "1" | "true" | "yes")
+        );
         let compilation_cache = !off(ENV_COMPILATION_CACHE);
         let dir = var(ENV_AUTOTUNE_DIR).map(PathBuf::from);
         let fingerprint_override = var(ENV_AUTOTUNE_FINGERPRINT).map(|v| {
@@ -61,6 +75,7 @@ impl AutotuneSettings {
         });
         Self {
             enabled,
+            tune_cpu_adapters,
             dir,
             fingerprint_override,
             compilation_cache,
@@ -81,6 +96,35 @@ impl AutotuneSettings {
             None => (computed(), false),
         }
     }
+}
+
+/// The CubeCL servers (by the address of their `info()`, as [`super::identity`] keys them) of
+/// CPU adapters: recorded by the runtime that opens them ([`crate::RudaWgpu`] for
+/// `WgpuDevice::Cpu`).
+static CPU_ADAPTERS: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+/// Records that `client`'s device is a CPU adapter.
+pub(crate) fn mark_cpu_adapter<R: cubecl::Runtime>(client: &cubecl::client::ComputeClient<R>) {
+    let key = super::identity::server_key(client);
+    let mut cpus = CPU_ADAPTERS.lock().unwrap_or_else(|e| e.into_inner());
+    if !cpus.contains(&key) {
+        cpus.push(key);
+    }
+}
+
+/// Whether ruda's tuners run on `client`'s device under this process's settings: not with
+/// `RUDA_AUTOTUNE=off`, and on a CPU adapter only with `RUDA_AUTOTUNE=on`.
+pub fn tunes<R: cubecl::Runtime>(client: &cubecl::client::ComputeClient<R>) -> bool {
+    let settings = settings();
+    if !settings.enabled {
+        return false;
+    }
+    let key = super::identity::server_key(client);
+    settings.tune_cpu_adapters
+        || !CPU_ADAPTERS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&key)
 }
 
 /// The settings of this process, read from the environment on first use.
@@ -174,5 +218,7 @@ mod tests {
         assert_eq!(s.dir, None);
         assert_eq!(s.fingerprint_override, Some(Some("driver=1".into())));
         assert_eq!(from(&[(ENV_AUTOTUNE_DIR, "  ")]).dir, None);
+        let auto = from(&[]);
+        assert!(auto.enabled && !auto.tune_cpu_adapters);
     }
 }

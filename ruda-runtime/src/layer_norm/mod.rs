@@ -378,7 +378,8 @@ pub fn layer_norm_backward_with<R: cubecl::Runtime>(
 /// The variant and vector width are autotuned per (d bucket, vector width, rows bucket, dtype)
 /// ([`tune::LayerNormKey`]): cached on disk under the device's driver fingerprint for the ruda
 /// runtimes, in memory for the process when there is none ([`crate::autotune`]);
-/// `RUDA_AUTOTUNE=off` runs [`choose_variant`] instead.
+/// `RUDA_AUTOTUNE=off`, and a CPU adapter unless `RUDA_AUTOTUNE=on`, run [`choose_variant`]
+/// instead.
 ///
 /// Returns `[out, mean, rstd]`: `out` has the input's dtype and shape (contiguous); `mean` and
 /// `rstd` are F32 with the input's shape without its last dimension (one value per row), `rstd`
@@ -398,7 +399,7 @@ pub fn layer_norm_forward<R: cubecl::Runtime>(
     epsilon: f64,
 ) -> [TensorBuffer; 3] {
     let problem = check_forward(client, &input, &weight, bias.as_ref(), epsilon);
-    if problem.rows == 0 || !settings::settings().enabled {
+    if problem.rows == 0 || !settings::tunes(client) {
         return forward::forward(client, input, weight, bias, epsilon, Choice::Default)
             .expect("the default choice always runs");
     }
@@ -435,7 +436,7 @@ pub fn layer_norm_backward<R: cubecl::Runtime>(
     rstd: TensorBuffer,
 ) -> [TensorBuffer; 3] {
     let problem = check_backward(client, &input, &weight, &grad, &mean, &rstd);
-    if problem.rows == 0 || !settings::settings().enabled {
+    if problem.rows == 0 || !settings::tunes(client) {
         return backward::backward(client, input, weight, grad, mean, rstd, Choice::Default)
             .expect("the default choice always runs");
     }

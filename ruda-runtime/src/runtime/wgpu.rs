@@ -30,6 +30,9 @@ super::forward_cubecl_runtime!(RudaWgpu => WgpuRuntime {
         let mut client = ComputeClient::load(device);
         super::streams::share_stream(&mut client);
         CLIENTS.record(server_key(&client), device);
+        if is_cpu_adapter(device) {
+            crate::autotune::settings::mark_cpu_adapter(&client);
+        }
         client
     }
 
@@ -104,6 +107,22 @@ pub fn wgpu_adapters() -> Vec<(WgpuDevice, wgpu::AdapterInfo)> {
         out.push((device, info));
     }
     out
+}
+
+/// Whether `device` opens a CPU adapter (Mesa's lavapipe): `WgpuDevice::Cpu`, or the default
+/// device on a machine whose best adapter is one. The default adapter is asked once a process.
+fn is_cpu_adapter(device: &WgpuDevice) -> bool {
+    #[allow(deprecated)]
+    match device {
+        WgpuDevice::Cpu => true,
+        WgpuDevice::DefaultDevice | WgpuDevice::BestAvailable => {
+            static DEFAULT_IS_CPU: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+            *DEFAULT_IS_CPU.get_or_init(|| {
+                adapter_info(device).is_some_and(|info| info.device_type == wgpu::DeviceType::Cpu)
+            })
+        }
+        _ => false,
+    }
 }
 
 /// The adapter CubeCL opens for `device`; `None` for devices made from an existing setup.

@@ -211,8 +211,8 @@ impl Choice {
 /// strided view of a contiguous buffer).
 ///
 /// The last-dimension path is autotuned per (d bucket, vector width, rows bucket, dtype)
-/// ([`tune::SoftmaxKey`]), cached like LayerNorm's ([`crate::autotune`]); `RUDA_AUTOTUNE=off`
-/// runs [`choose_variant`].
+/// ([`tune::SoftmaxKey`]), cached like LayerNorm's ([`crate::autotune`]); `RUDA_AUTOTUNE=off`,
+/// and a CPU adapter unless `RUDA_AUTOTUNE=on`, run [`choose_variant`].
 ///
 /// # Panics
 /// Before launching anything, on a scalar input, `dim >= rank`, a dtype other than
@@ -225,7 +225,7 @@ pub fn softmax_forward<R: cubecl::Runtime>(
 ) -> TensorBuffer {
     let problem = validate::check_forward(kind, &input.shape, input.dtype, dim);
     validate::check_device(client, kind.name(), &input.shape, input.dtype);
-    if problem.inner > 1 || problem.num_elements() == 0 || !settings::settings().enabled {
+    if problem.inner > 1 || problem.num_elements() == 0 || !settings::tunes(client) {
         return forward::forward(client, input, dim, kind, Choice::Default)
             .expect("the default choice always runs");
     }
@@ -253,7 +253,7 @@ pub fn softmax_backward<R: cubecl::Runtime>(
         dim,
     );
     validate::check_device(client, kind.backward_name(), &output.shape, output.dtype);
-    if problem.inner > 1 || problem.num_elements() == 0 || !settings::settings().enabled {
+    if problem.inner > 1 || problem.num_elements() == 0 || !settings::tunes(client) {
         return backward::backward(client, output, grad, dim, kind, Choice::Default)
             .expect("the default choice always runs");
     }
