@@ -21,9 +21,8 @@ use burn_backend::{
 };
 use burn_cubecl::{BoolElement, CubeRuntime, FloatElement, IntElement};
 
-use crate::autodiff::Autodiff;
+use crate::autodiff::{Autodiff, NativeBackend};
 use crate::backend::{Inner, Ruda};
-use crate::layer_norm::LayerNormBackend;
 use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
 
 /// The same tensor behind a reference typed for another backend with the same primitives.
@@ -102,7 +101,7 @@ type AdInner<B, C> = burn_autodiff::Autodiff<B, C>;
 
 impl<B, C> DistributedBackend for Autodiff<B, C>
 where
-    B: LayerNormBackend + DistributedBackend,
+    B: NativeBackend + DistributedBackend,
     C: CheckpointStrategy,
 {
     fn start_communication_server(devices: &[Self::Device], config: DistributedConfig) {
