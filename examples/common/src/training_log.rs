@@ -362,11 +362,13 @@ impl MetricsRendererEvaluation for LineRenderer {
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
 /// While the first training step is being prepared (its kernels compiled and tuned for this
-/// device: minutes on a CPU-only machine with empty caches), a line every
-/// [`PROGRESS_EVERY`] saying so, with ruda's tuning counters, until the first step reports its
+/// device: a minute on a CPU-only machine with empty caches), a line every [`PROGRESS_EVERY`]
+/// saying so, with the number of kernel shapes tuned so far (the tuning results stored under
+/// the cache root meanwhile: CubeCL's tuners' and ruda's), until the first step reports its
 /// loss to `log`. A thread of its own: the training thread is busy inside that step.
 fn first_step_progress(log: SharedLog, start: Instant) {
     let root = ruda_runtime::autotune::settings::cache_root();
+    let stored_before = ruda_runtime::autotune::stored_results();
     let spawned = std::thread::Builder::new()
         .name("first-step-progress".into())
         .spawn(move || {
@@ -376,14 +378,12 @@ fn first_step_progress(log: SharedLog, start: Instant) {
                 if done {
                     return;
                 }
-                let stats = ruda_runtime::autotune::stats();
+                let tuned = ruda_runtime::autotune::stored_results().saturating_sub(stored_before);
                 println!(
-                    "preparing the first training step, {:.0} s: compiling and tuning the kernels \
-                     it needs on this device ({} kernel shapes tuned by ruda so far, {} candidate \
-                     runs); done once, then cached under {}",
+                    "preparing the first training step, {:.0} s: compiling the kernels it needs \
+                     on this device and tuning them, {tuned} kernel shapes tuned so far (the \
+                     tuning results are kept under {} for the next run)",
                     start.elapsed().as_secs_f64(),
-                    stats.tuning_passes,
-                    stats.benchmark_runs,
                     root.display()
                 );
             }

@@ -109,6 +109,20 @@ pub(crate) fn files_in(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// The entries stored so far in every autotune cache under `root` (ruda's and CubeCL's, every
+/// device, this CubeCL version): one per line of each cache file. Growth while a program runs
+/// counts the kernel shapes tuned meanwhile, since each result is appended when it is found.
+pub(crate) fn stored_entries(root: &Path) -> usize {
+    let Ok(dirs) = fs::read_dir(root.join("autotune").join(crate::version::CUBECL_VERSION)) else {
+        return 0;
+    };
+    dirs.flatten()
+        .flat_map(|dir| files_in(&dir.path()))
+        .filter_map(|file| fs::read(file).ok())
+        .map(|bytes| bytes.iter().filter(|&&b| b == b'\n').count())
+        .sum()
+}
+
 /// Ends a cut-off last entry with a newline, so that CubeCL ignores it (with a warning) and
 /// appends the next entry on a line of its own. Does nothing to a well-formed file.
 pub(crate) fn repair(path: &Path) {
@@ -200,5 +214,25 @@ impl FileLock {
 impl Drop for FileLock {
     fn drop(&mut self) {
         fs::remove_file(&self.path).ok();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_entries_counts_the_lines_of_every_cache_file() {
+        let root = tempfile::tempdir().unwrap();
+        assert_eq!(stored_entries(root.path()), 0, "no cache yet");
+        let ruda = cache_file(root.path(), "ruda-fp1", "layer_norm");
+        let cubecl = cache_file(root.path(), "device-3-0-wgpu-fp1", "matmul");
+        fs::create_dir_all(ruda.parent().unwrap()).unwrap();
+        fs::create_dir_all(cubecl.parent().unwrap()).unwrap();
+        fs::write(&ruda, "{\"a\":1}\n{\"a\":2}\n").unwrap();
+        // A cut-off last entry is not an entry yet.
+        fs::write(&cubecl, "{\"b\":1}\n{\"b\":").unwrap();
+        fs::write(cubecl.with_extension("lock"), "123\n").unwrap();
+        assert_eq!(stored_entries(root.path()), 3);
     }
 }

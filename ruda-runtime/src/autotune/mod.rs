@@ -40,6 +40,13 @@ pub use identity::{CacheIdentity, cache_identity};
 pub use settings::{AutotuneSettings, settings};
 pub use tuner::{AutotuneStats, ChosenVariant, IN_PROCESS_ID, chosen_variants, stats};
 
+/// The tuning results stored so far under the cache root ([`settings::cache_root`]), by ruda's
+/// tuners and CubeCL's, for every device: sample it before and during a first step to count
+/// the kernel shapes tuned meanwhile (a progress report; it reads every cache file).
+pub fn stored_results() -> usize {
+    cache_files::stored_entries(&settings::cache_root())
+}
+
 /// Where the autotune caches of one device are and what they hold, for printing.
 #[derive(Clone, Debug)]
 pub struct AutotuneReport {
