@@ -11,6 +11,8 @@
 pub mod breakdown;
 pub mod contenders;
 pub mod embedding;
+#[cfg(feature = "cuda")]
+pub mod launch_costs;
 pub mod layer_norm;
 pub mod products;
 pub mod report;

@@ -109,6 +109,11 @@ struct Options {
     /// LayerNorm and softmax give the right answer (Burn's composed operations)
     #[arg(long)]
     faults: bool,
+    /// Only the host's cost per call on CUDA: a CubeCL launch, a cuBLAS product and an
+    /// allocation back to back on tiny tensors, through ruda_runtime and through Burn, and the
+    /// pieces of a product (its fence, the cuBLAS call) on the device thread alone
+    #[arg(long)]
+    launch_costs: bool,
     /// Where --benchmarks writes its CSV
     #[arg(long, value_name = "PATH")]
     csv: Option<String>,
@@ -157,6 +162,17 @@ fn main() {
     if options.faults {
         let failures = faults_only();
         std::process::exit(if failures > 0 { 1 } else { 0 });
+    }
+    if options.launch_costs {
+        #[cfg(feature = "cuda")]
+        let result = ruda_benches::launch_costs::report();
+        #[cfg(not(feature = "cuda"))]
+        let result: Result<(), String> = Err("built without CUDA".into());
+        if let Err(why) = result {
+            println!("# launch costs: {why}");
+            std::process::exit(1);
+        }
+        return;
     }
     if options.matmul {
         matmul_only();

@@ -303,6 +303,59 @@ fn gemm_on(
     g: GemmPlan,
     dtype: DType,
     tf32: bool,
+    pointers: [u64; 3],
+) -> Result<(), String> {
+    // SAFETY: the events and stream belong to this thread's context (`DeviceBlas::create`).
+    unsafe { device.wait_for_context()? };
+    gemm_call(device, g, dtype, tf32, pointers)?;
+    // SAFETY: as above.
+    unsafe { device.make_context_wait() }
+}
+
+impl DeviceBlas {
+    /// Makes ruda's stream wait for all work queued so far on any stream of the context.
+    ///
+    /// # Safety
+    /// On the thread whose context this is.
+    unsafe fn wait_for_context(&self) -> Result<(), String> {
+        // SAFETY: the caller's contract.
+        unsafe {
+            driver(
+                cu::cuCtxRecordEvent(self.context, self.operands_ready),
+                "cuCtxRecordEvent",
+            )?;
+            driver(
+                cu::cuStreamWaitEvent(self.stream, self.operands_ready, 0),
+                "cuStreamWaitEvent",
+            )
+        }
+    }
+
+    /// Makes all work queued later on any stream of the context wait for ruda's stream.
+    ///
+    /// # Safety
+    /// On the thread whose context this is.
+    unsafe fn make_context_wait(&self) -> Result<(), String> {
+        // SAFETY: the caller's contract.
+        unsafe {
+            driver(
+                cu::cuEventRecord(self.product_done, self.stream),
+                "cuEventRecord",
+            )?;
+            driver(
+                cu::cuCtxWaitEvent(self.context, self.product_done),
+                "cuCtxWaitEvent",
+            )
+        }
+    }
+}
+
+/// The cuBLAS call of the product `g` on `device`'s stream, with no ordering around it.
+fn gemm_call(
+    device: &DeviceBlas,
+    g: GemmPlan,
+    dtype: DType,
+    tf32: bool,
     [lhs, rhs, out]: [u64; 3],
 ) -> Result<(), String> {
     let (data, compute) = types(dtype, tf32);
@@ -331,16 +384,8 @@ fn gemm_on(
     // transpose already (op N); a column-major one needs op T.
     let int = |v: usize| v as i32;
     // SAFETY: the pointers are live device buffers of the sizes the plan was made from (the
-    // resources above hold them); `device`'s handles belong to this thread's context.
+    // caller holds them); `device`'s handle belongs to this thread's context.
     unsafe {
-        driver(
-            cu::cuCtxRecordEvent(device.context, device.operands_ready),
-            "cuCtxRecordEvent",
-        )?;
-        driver(
-            cu::cuStreamWaitEvent(device.stream, device.operands_ready, 0),
-            "cuStreamWaitEvent",
-        )?;
         cublas(
             blas::cublasGemmStridedBatchedEx(
                 device.handle,
@@ -368,17 +413,8 @@ fn gemm_on(
                 blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
             ),
             "cublasGemmStridedBatchedEx",
-        )?;
-        driver(
-            cu::cuEventRecord(device.product_done, device.stream),
-            "cuEventRecord",
-        )?;
-        driver(
-            cu::cuCtxWaitEvent(device.context, device.product_done),
-            "cuCtxWaitEvent",
-        )?;
+        )
     }
-    Ok(())
 }
 
 /// cuBLAS's data and compute types for `dtype`.
@@ -408,5 +444,90 @@ fn cublas(status: blas::cublasStatus_t, call: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("{call}: {status:?}"))
+    }
+}
+
+/// Host time per call of a product's pieces, measured on the device thread (the thread that
+/// issues every product), microseconds: the median over `rounds` batches of `calls` back-to-back
+/// calls, each batch followed by an untimed stream sync. For the launch-cost benchmark
+/// (`gpu_suite --launch-costs`), which sets these beside a whole product and a CubeCL launch.
+#[derive(Clone, Copy, Debug)]
+pub struct ProductHostCosts {
+    /// The four driver calls that order a product with CubeCL's streams (a context-wide event
+    /// record and a stream wait before it, an event record and a context-wide wait after it).
+    pub fence_us: f64,
+    /// `cublasGemmStridedBatchedEx` alone, a 16x16x16 f32 product on scratch buffers.
+    pub gemm_us: f64,
+    /// Both, as a product issues them.
+    pub fenced_gemm_us: f64,
+}
+
+/// Measures [`ProductHostCosts`] on `device`'s CubeCL thread. `Err` when cuBLAS is not
+/// available there ([`available`]) or a driver call fails.
+pub fn product_host_costs(
+    device: &CudaDevice,
+    calls: usize,
+    rounds: usize,
+) -> Result<ProductHostCosts, String> {
+    available(device)?;
+    let index = device.index;
+    DeviceHandle::<Server>::new(device.to_id())
+        .submit_blocking(move |_server| {
+            DEVICE_BLAS.with_borrow(|all| {
+                let blas = all
+                    .get(&index)
+                    .ok_or("cuBLAS is not set up on this thread for this device")?;
+                measure_host_costs(blas, calls.max(1), rounds.max(1))
+            })
+        })
+        .map_err(|err| format!("CubeCL's device thread did not answer: {err:?}"))?
+}
+
+fn measure_host_costs(
+    blas: &DeviceBlas,
+    calls: usize,
+    rounds: usize,
+) -> Result<ProductHostCosts, String> {
+    use cudarc::driver::result::{ctx, free_sync, malloc_sync, stream};
+    const N: usize = 16;
+    let gemm = plan(&[N, N], &[N, 1], &[N, N], &[N, 1]).map_err(|e| format!("{e:?}"))?;
+    // SAFETY: the context is the device's primary context, current on this thread for the
+    // scratch buffers' lifetime; every queued call reads or writes only them and finishes
+    // before they are freed (the stream and context syncs below).
+    unsafe {
+        ctx::set_current(blas.context).map_err(|e| format!("cuCtxSetCurrent: {e}"))?;
+        let mut scratch = [0u64; 3];
+        for buffer in &mut scratch {
+            *buffer = malloc_sync(N * N * 4).map_err(|e| format!("cuMemAlloc: {e}"))?;
+        }
+        let time = |piece: &mut dyn FnMut() -> Result<(), String>| {
+            let mut per_call = Vec::with_capacity(rounds);
+            for _ in 0..rounds {
+                let start = std::time::Instant::now();
+                for _ in 0..calls {
+                    piece()?;
+                }
+                per_call.push(start.elapsed().as_secs_f64() * 1e6 / calls as f64);
+                stream::synchronize(blas.stream)
+                    .map_err(|e| format!("cuStreamSynchronize: {e}"))?;
+                ctx::synchronize().map_err(|e| format!("cuCtxSynchronize: {e}"))?;
+            }
+            per_call.sort_by(f64::total_cmp);
+            Ok::<f64, String>(per_call[rounds / 2])
+        };
+        let fence_us = time(&mut || {
+            blas.wait_for_context()?;
+            blas.make_context_wait()
+        });
+        let gemm_us = time(&mut || gemm_call(blas, gemm, DType::F32, false, scratch));
+        let fenced_gemm_us = time(&mut || gemm_on(blas, gemm, DType::F32, false, scratch));
+        for buffer in scratch {
+            free_sync(buffer).map_err(|e| format!("cuMemFree: {e}"))?;
+        }
+        Ok(ProductHostCosts {
+            fence_us: fence_us?,
+            gemm_us: gemm_us?,
+            fenced_gemm_us: fenced_gemm_us?,
+        })
     }
 }
