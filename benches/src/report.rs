@@ -211,8 +211,48 @@ pub fn parse_torch_rows(text: &str) -> Vec<Measurement> {
     out
 }
 
+/// One sample line of `gpu_suite --soak` (`ruda_tests::soak::Sample::line`: step, bytes in use,
+/// bytes reserved, cache bytes, ms per step, loss; tab-separated).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SoakRow {
+    /// Steps done.
+    pub step: usize,
+    /// Bytes CubeCL's allocations hold.
+    pub bytes_in_use: u64,
+    /// Bytes CubeCL's memory pool has reserved on the device.
+    pub bytes_reserved: u64,
+    /// Bytes of every file under the cache root.
+    pub cache_bytes: u64,
+    /// Mean wall time of a step since the previous sample.
+    pub ms_per_step: f64,
+    /// The last step's loss.
+    pub loss: f64,
+}
+
+/// The sample lines of a `gpu_suite --soak` log, in order; every other line (the header,
+/// comments, other steps' output) is skipped.
+pub fn parse_soak_rows(text: &str) -> Vec<SoakRow> {
+    text.lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.trim_end().split('\t').collect();
+            let [step, in_use, reserved, cache, ms, loss] = fields[..] else {
+                return None;
+            };
+            Some(SoakRow {
+                step: step.parse().ok()?,
+                bytes_in_use: in_use.parse().ok()?,
+                bytes_reserved: reserved.parse().ok()?,
+                cache_bytes: cache.parse().ok()?,
+                ms_per_step: ms.parse().ok()?,
+                loss: loss.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
+
     use super::*;
     use crate::layer_norm::Pass;
     use crate::workloads::Workload;
@@ -273,5 +313,19 @@ mod tests {
             "{}",
             rows[0].throughput
         );
+    }
+
+    #[test]
+    fn soak_rows_are_read_and_other_lines_skipped() {
+        let log = "## Soak: 3 steps\n\
+                   step\tbytes_in_use\tbytes_reserved\tcache_bytes\tms_per_step\tloss\n\
+                   1\t1024\t2048\t0\t812.500\t4.3301\n\
+                   # flat after the warm-up (1 steps)\n\
+                   2\t1024\t2048\t512\t3.250\t4.1000\n";
+        let rows = parse_soak_rows(log);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].step, 1);
+        assert_eq!(rows[1].cache_bytes, 512);
+        assert!((rows[1].ms_per_step - 3.25).abs() < 1e-12);
     }
 }

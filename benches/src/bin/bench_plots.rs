@@ -4,7 +4,9 @@
 //! - `layer_norm_bandwidth.svg`: effective GB/s against `d` (16384 rows, f32), forward and
 //!   forward + backward, for every backend of the CSV and PyTorch;
 //! - `step_times.svg`: milliseconds per training step (transformer, MNIST) per backend;
-//! - `tables.md`: the same numbers as Markdown tables.
+//! - `tables.md`: the same numbers as Markdown tables;
+//! - with `--soak LOG` instead: `soak.svg`, the memory CubeCL holds and reserves, the cache
+//!   size and the time per step along a `gpu_suite --soak` run.
 //!
 //! ```text
 //! cargo run --release -p ruda-benches --bin bench_plots -- \
@@ -20,7 +22,7 @@ use clap::Parser;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
-use ruda_benches::report::{Measurement, parse_torch_rows, read_csv};
+use ruda_benches::report::{Measurement, SoakRow, parse_soak_rows, parse_torch_rows, read_csv};
 
 /// Rows of the bandwidth sweep.
 const SWEEP_ROWS: usize = 16384;
@@ -42,8 +44,11 @@ const ORDER: [&str; 7] = [
 #[command(name = "bench_plots")]
 struct Cli {
     /// The GPU suite's --benchmarks CSV (several: comma-separated)
-    #[arg(long, value_name = "FILE[,FILE...]")]
-    csv: String,
+    #[arg(long, value_name = "FILE[,FILE...]", required_unless_present = "soak")]
+    csv: Option<String>,
+    /// A `gpu_suite --soak` log: draw its curves (soak.svg) instead of the benchmark figures
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["csv", "torch"])]
+    soak: Option<PathBuf>,
     /// torch_layernorm.py's output
     #[arg(long, value_name = "FILE")]
     torch: Option<PathBuf>,
@@ -65,12 +70,26 @@ fn main() {
 fn run(cli: Cli) -> Result<(), String> {
     let Cli {
         csv,
+        soak,
         torch,
         out,
         title,
     } = cli;
+    std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    if let Some(log) = soak {
+        let text = std::fs::read_to_string(&log)
+            .map_err(|e| format!("cannot read {}: {e}", log.display()))?;
+        let rows = parse_soak_rows(&text);
+        if rows.len() < 2 {
+            return Err(format!("{}: fewer than two soak samples", log.display()));
+        }
+        let path = out.join("soak.svg");
+        draw_soak(&rows, &title, &path).map_err(|e| format!("{}: {e}", path.display()))?;
+        println!("wrote {}", path.display());
+        return Ok(());
+    }
     let mut rows = Vec::new();
-    for path in csv.split(',').filter(|p| !p.is_empty()) {
+    for path in csv.unwrap_or_default().split(',').filter(|p| !p.is_empty()) {
         rows.extend(read_csv(Path::new(path))?);
     }
     if let Some(path) = &torch {
@@ -85,7 +104,6 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         rows.extend(torch_rows);
     }
-    std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
 
     let bandwidth = out.join("layer_norm_bandwidth.svg");
     draw_bandwidth(&rows, &title, &bandwidth)
@@ -194,6 +212,98 @@ fn draw_bandwidth(rows: &[Measurement], title: &str, path: &Path) -> Result<(), 
         }
         legend(&mut chart)?;
     }
+    root.present().map_err(|e| e.to_string())
+}
+
+/// Two panels over the steps of a soak run: MiB in use, reserved and on disk (the cache root);
+/// milliseconds per step.
+fn draw_soak(rows: &[SoakRow], title: &str, path: &Path) -> Result<(), String> {
+    let root = SVGBackend::new(path, (1200, 450)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let (left, right) = root.split_horizontally(600);
+    let last_step = rows.iter().map(|r| r.step).max().unwrap_or(1) as f64;
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let memory: [(&str, Vec<(f64, f64)>); 3] = [
+        (
+            "device memory in use",
+            rows.iter()
+                .map(|r| (r.step as f64, mib(r.bytes_in_use)))
+                .collect(),
+        ),
+        (
+            "device memory reserved",
+            rows.iter()
+                .map(|r| (r.step as f64, mib(r.bytes_reserved)))
+                .collect(),
+        ),
+        (
+            "cache directory",
+            rows.iter()
+                .map(|r| (r.step as f64, mib(r.cache_bytes)))
+                .collect(),
+        ),
+    ];
+    let top = memory
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|&(_, y)| y))
+        .fold(1.0f64, f64::max);
+    let mut chart = ChartBuilder::on(&left)
+        .caption(
+            format!("Soak run: memory{}", suffix(title)),
+            ("sans-serif", 16),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0f64..last_step, 0f64..top * 1.3)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc("step")
+        .y_desc("MiB")
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (i, (label, points)) in memory.iter().enumerate() {
+        let style = Palette99::pick(i).to_rgba().stroke_width(2);
+        chart
+            .draw_series(LineSeries::new(points.clone(), style))
+            .map_err(|e| e.to_string())?
+            .label(*label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style));
+    }
+    legend(&mut chart)?;
+
+    // The first sample holds compilation and tuning: the time panel starts after it.
+    let times: Vec<(f64, f64)> = rows
+        .iter()
+        .skip(1)
+        .map(|r| (r.step as f64, r.ms_per_step))
+        .collect();
+    let slowest = times.iter().map(|&(_, y)| y).fold(0.1f64, f64::max);
+    let mut chart = ChartBuilder::on(&right)
+        .caption(
+            format!("Soak run: time per step{}", suffix(title)),
+            ("sans-serif", 16),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0f64..last_step, 0f64..slowest * 1.2)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc("step")
+        .y_desc("ms per step (mean since the previous sample)")
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.1}"))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    let style = Palette99::pick(0).to_rgba().stroke_width(2);
+    chart
+        .draw_series(LineSeries::new(times, style))
+        .map_err(|e| e.to_string())?;
     root.present().map_err(|e| e.to_string())
 }
 
