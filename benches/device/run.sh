@@ -43,7 +43,7 @@ STEPS=(
   "torch-step|the PyTorch transformer step (dropout 0, no final LayerNorm: NOT equal work) in f32, TF32 and bf16 with its kernel time by family (torch.txt)"
   "softmax|softmax and log-softmax: the checks on CUDA against the f64 reference, the kernels against a copy of the same bytes back to back (gpu_suite --softmax), PyTorch's softmaxes and copy (benches/torch/softmax.py) (softmax.txt)"
   "step-equal|the equal-work comparison in one call: ruda's bare step (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0,0.1) with kernels, products and host CPU per step, the same with RUDA_SOFTMAX=burn (STEP_SOFTMAX_AB=1), then benches/torch/transformer_step.py --all (TORCH_BUDGET_S=240) (step-equal.txt)"
-  "reliability|the soak run: a small transformer for SOAK_STEPS=10000 steps, memory and cache sampled (gpu_suite --soak, SOAK_TIMEOUT=480), then an injected cuBLAS failure is an error at the next read (RUDA_FAULT_INJECT=ruda_matmul) and f64 LayerNorm and softmax match NdArray (gpu_suite --faults, FAULTS_TIMEOUT=120; reliability.txt)"
+  "reliability|the soak run: a small transformer for SOAK_STEPS=10000 steps, memory and cache sampled (gpu_suite --soak, SOAK_TIMEOUT=480; SOAK_STEPS=0: none), then an injected cuBLAS failure is an error at the next read (RUDA_FAULT_INJECT=ruda_matmul) and f64 LayerNorm and softmax match NdArray (gpu_suite --faults, FAULTS_TIMEOUT=120; reliability.txt)"
   "launch-costs|the host's cost per call on CUDA: a CubeCL launch, a cuBLAS product, an allocation back to back on tiny tensors (ruda_runtime and Burn's Ruda), a product's fence and cuBLAS call alone on the device thread (gpu_suite --launch-costs; launch-costs.txt)"
   "torch-step-equal|the equal-work PyTorch transformer step, benches/torch/transformer_step.py (dropout 0.1, final LayerNorm; TORCH_STEP_ARGS passes its flags; torch-equal.txt)"
   "matmul|the matrix products alone: ruda's cuBLAS against burn-cubecl's, f32 and bf16 (gpu_suite --matmul; products.txt)"
@@ -560,9 +560,11 @@ step_reliability() {
   toml /tmp/suite-ruda /tmp/cc "" /tmp/cc/ptx
   header "$out/reliability.txt"
   # The soak run first: the long one, and the one a short call must not lose.
-  echo "== soak: ${SOAK_STEPS:-10000} steps ($(date +%T))" | tee -a "$out/reliability.txt"
-  (cd /tmp/suite-ruda && timeout "${SOAK_TIMEOUT:-480}" "$dev/gpu_suite" --soak "${SOAK_STEPS:-10000}" 2>&1) >>"$out/reliability.txt"
-  echo "   exit $?"; grep -E "^# " "$out/reliability.txt" | tail -3; tail -3 "$out/reliability.txt"
+  if [ "${SOAK_STEPS:-10000}" != 0 ]; then
+    echo "== soak: ${SOAK_STEPS:-10000} steps ($(date +%T))" | tee -a "$out/reliability.txt"
+    (cd /tmp/suite-ruda && timeout "${SOAK_TIMEOUT:-480}" "$dev/gpu_suite" --soak "${SOAK_STEPS:-10000}" 2>&1) >>"$out/reliability.txt"
+    echo "   exit $?"; grep -E "^# " "$out/reliability.txt" | tail -3; tail -3 "$out/reliability.txt"
+  fi
   echo "== faults and f64 ($(date +%T))" | tee -a "$out/reliability.txt"
   (cd /tmp/suite-ruda && RUDA_FAULT_INJECT=ruda_matmul timeout "${FAULTS_TIMEOUT:-120}" "$dev/gpu_suite" --faults 2>&1) >>"$out/reliability.txt"
   echo "   exit $?"; grep -E "^(PASS|FAIL)" "$out/reliability.txt"

@@ -101,6 +101,15 @@ pub fn report() -> Result<(), String> {
             drop(y.sum());
         }),
     );
+    // The two halves alone: what one element-wise operation and one reduction cost on their own.
+    line(
+        "Burn `Ruda`: x + 1, result dropped (one element-wise operation)",
+        per_call(&burn_sync, || drop(x.clone() + 1.0)),
+    );
+    line(
+        "Burn `Ruda`: x.sum(), result dropped (one reduction)",
+        per_call(&burn_sync, || drop(x.clone().sum())),
+    );
 
     let pieces = ruda_runtime::matmul::cublas::product_host_costs(&device, CALLS, ROUNDS)?;
     println!("\nOn the device thread alone, per product:\n");
