@@ -56,7 +56,7 @@ STEPS=(
   "startup-cold|fresh machine, empty caches: time to the first transformer step cold, compiled only, warm, warm with the driver's JIT cache; burn-cuda cold (startup-*.txt)"
   "startup-warm|time to the first step with the carried cache roots (ruda and burn-cuda), the driver's JIT cache kept inside each root"
   "startup-damaged|ruda on a copy of /tmp/cc whose PTX cache lost the end of its last entry, as after a crash"
-  "learner|the transformer example through burn-train's Learner (LEARNER_STEPS=100, LEARNER_RUNS='ruda burn-cuda': BACKEND[:lazy|:step|:wN], bare, pieces[:BACKEND]; LEARNER_LOGS=1)"
+  "learner|the transformer example through burn-train's Learner (LEARNER_STEPS=100, LEARNER_RUNS='ruda burn-cuda': BACKEND[:lazy|:step|:wN], bare, pieces[:BACKEND]; LEARNER_LOGS=1; LEARNER_TIMEOUT=240 s a run, more for burn-cuda's cold start)"
   "learner-final|the bare step of ruda and Autodiff<Cuda> in f32 and bf16 in one process, the Learner for both alternately, learner_overhead's bare step (final.txt)"
   "learner-rayon|the Learner and learner_overhead's training piece with rayon's default pool and with RAYON_NUM_THREADS=1, alternately (learner.txt, pieces.txt)"
   "host-profile|which thread paces the step: learner_overhead's thread CPU times, stack samples of every thread (cuda-gdb, HOST_SAMPLES=40), the bare step f32/bf16 (host.txt, pmp-*.txt)"
@@ -198,7 +198,7 @@ learner_runs() {
       fi
     } >"$dir/cubecl.toml"
     echo "== learner $run: $steps steps ($(date +%T))"
-    (cd "$dir" && CUDA_CACHE_PATH=$root/compilation/cuda-driver timeout 240 "$dev/transformer" \
+    (cd "$dir" && CUDA_CACHE_PATH=$root/compilation/cuda-driver timeout "${LEARNER_TIMEOUT:-240}" "$dev/transformer" \
         --text "$text" --d-model 512 --heads 8 --layers 6 --seq-len 256 --batch-size 32 \
         --epochs 1 --items $((steps * 32)) --valid-items 256 --sample 0 --device cuda \
         --backend "$backend" "${flags[@]}" --artifact-dir "$dir/artifacts" >"$dir/stdout" 2>&1)
