@@ -42,7 +42,7 @@ STEPS=(
   "transformer-step|the transformer's bare training step, one gpu_suite process (STEP_BACKENDS=ruda-cuda,burn-cuda,ruda-cuda-bf16,burn-cuda-bf16; steps.csv)"
   "torch-step|the PyTorch transformer step (dropout 0, no final LayerNorm: NOT equal work) in f32, TF32 and bf16 with its kernel time by family (torch.txt)"
   "softmax|softmax and log-softmax: the checks on CUDA against the f64 reference, the kernels against a copy of the same bytes back to back (gpu_suite --softmax), PyTorch's softmaxes and copy (benches/torch/softmax.py) (softmax.txt)"
-  "step-equal|the equal-work comparison in one call: ruda's bare step (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0,0.1) with kernels, products and host CPU per step, the same with RUDA_SOFTMAX=burn (STEP_SOFTMAX_AB=1), then benches/torch/transformer_step.py --all (TORCH_BUDGET_S=240) (step-equal.txt)"
+  "step-equal|the equal-work comparison in one call: ruda's bare step (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0,0.1) with kernels, products and host CPU per step, the same with RUDA_SOFTMAX=burn (STEP_SOFTMAX_AB=1), with RUDA_MATMUL_NESTED=on and off again (STEP_NESTED_AB=1), then benches/torch/transformer_step.py --all (TORCH_BUDGET_S=240) (step-equal.txt)"
   "reliability|the soak run: a small transformer for SOAK_STEPS=10000 steps, memory and cache sampled (gpu_suite --soak, SOAK_TIMEOUT=480; SOAK_STEPS=0: none), then an injected cuBLAS failure is an error at the next read (RUDA_FAULT_INJECT=ruda_matmul) and f64 LayerNorm and softmax match NdArray (gpu_suite --faults, FAULTS_TIMEOUT=120; reliability.txt)"
   "launch-costs|the host's cost per call on CUDA: a CubeCL launch, a cuBLAS product, an allocation back to back on tiny tensors (ruda_runtime and Burn's Ruda), a product's fence and cuBLAS call alone on the device thread (gpu_suite --launch-costs; launch-costs.txt)"
   "torch-step-equal|the equal-work PyTorch transformer step, benches/torch/transformer_step.py (dropout 0.1, final LayerNorm; TORCH_STEP_ARGS passes its flags; torch-equal.txt)"
@@ -52,7 +52,7 @@ STEPS=(
   "products-carried|fresh machine with carried caches: warm start, the Learner, the bare steps (f32, bf16; Burn f32), PyTorch's step"
   "products-suite|after products-carried: the Learner with CubeCL's loggers, every differential check, kernel time per step by family (Nsight Compute), the products alone, bf16 steps"
   "products-checks|the products' differential checks one process each, then the Learner twice (the second run is the steady one)"
-  "products-differential|the differential checks that go through the cuBLAS products, one gpu_suite process per group (checks.txt)"
+  "products-differential|the differential checks that go through the cuBLAS products, one gpu_suite process per group (PRODUCTS_ONLY='matmul;linear;...' narrows; checks.txt)"
   "startup-cold|fresh machine, empty caches: time to the first transformer step cold, compiled only, warm, warm with the driver's JIT cache; burn-cuda cold (startup-*.txt)"
   "startup-warm|time to the first step with the carried cache roots (ruda and burn-cuda), the driver's JIT cache kept inside each root"
   "startup-damaged|ruda on a copy of /tmp/cc whose PTX cache lost the end of its last entry, as after a crash"
@@ -547,6 +547,12 @@ step_step_equal() {
   carry_caches
   step_run "native softmax" RUDA_SOFTMAX=native
   [ "${STEP_SOFTMAX_AB:-0}" = 1 ] && step_run "Burn's composed softmax" RUDA_SOFTMAX=burn
+  if [ "${STEP_NESTED_AB:-0}" = 1 ]; then
+    # Attention's operands read in place by the products, then copied first once more, so that
+    # a drift of the machine shows.
+    step_run "nested batches read in place (RUDA_MATMUL_NESTED=on)" RUDA_SOFTMAX=native RUDA_MATMUL_NESTED=on
+    step_run "operands copied (RUDA_MATMUL_NESTED=off)" RUDA_SOFTMAX=native RUDA_MATMUL_NESTED=off
+  fi
   grep -E "^(ruda|burn)-|^# launches" "$out/step-equal.txt"
   echo "== PyTorch, equal work ($(date +%T))" | tee -a "$out/step-equal.txt"
   PYTHONUNBUFFERED=1 timeout "${TORCH_STEP_TIMEOUT:-300}" python3 benches/torch/transformer_step.py \
@@ -687,8 +693,9 @@ step_products_differential() {
   # products on CUDA, one gpu_suite process per group, against NdArray.
   carry_caches
   toml /tmp/checks /tmp/cc minimal /tmp/cc/ptx
-  local name
-  for name in "matmul" "linear" "products" "attention" "gradients of an MLP" "TransformerEncoder"; do
+  local name names
+  IFS=';' read -r -a names <<<"${PRODUCTS_ONLY:-matmul;linear;products;attention;gradients of an MLP;TransformerEncoder}"
+  for name in "${names[@]}"; do
     echo "== --only '$name' ($(date +%T))" | tee -a "$out/checks.txt"
     (cd /tmp/checks && timeout 150 "$dev/gpu_suite" --differential-only --only "$name" 2>&1) >>"$out/checks.txt"
     echo "   exit $?" | tee -a "$out/checks.txt"

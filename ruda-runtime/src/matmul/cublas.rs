@@ -4,10 +4,11 @@
 //! launches every CubeCL kernel of the device, in the order the program queued them). The task
 //! resolves the three buffers to device pointers through the server, then, on ruda's own stream:
 //! waits for all work the context has queued so far (`cuCtxRecordEvent` + `cuStreamWaitEvent`),
-//! runs `cublasGemmStridedBatchedEx`, and makes all work queued later in the context wait for it
-//! (`cuEventRecord` + `cuCtxWaitEvent`). Operands are therefore written before the product
-//! reads them, and the output is written before anything reads it or reuses the operands'
-//! memory, on every CubeCL stream, without a host synchronisation.
+//! runs `cublasGemmStridedBatchedEx` (or, for a nested batch layout, uploads one pointer per
+//! batch entry and runs `cublasGemmBatchedEx`), and makes all work queued later in the context
+//! wait for it (`cuEventRecord` + `cuCtxWaitEvent`). Operands are therefore written before the
+//! product reads them, and the output is written before anything reads it or reuses the
+//! operands' memory, on every CubeCL stream, without a host synchronisation.
 //!
 //! The task cannot return an error to the program (it runs later, on another thread). A failure
 //! is kept in [`crate::faults`] and reported, naming the product and the device, as an error at
@@ -21,7 +22,8 @@
 //! the device thread stalled the other two threads for every product: H200 stack samples,
 //! `docs/perf/host-launch.md`.)
 
-use std::cell::RefCell;
+use core::ffi::c_void;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -39,7 +41,7 @@ use cubecl::{
 use cudarc::cublas::sys as blas;
 use cudarc::driver::sys as cu;
 
-use super::plan::{GemmPlan, GemmUnsupported, output_shape, plan};
+use super::plan::{BatchLayout, GemmPlan, GemmUnsupported, output_shape, plan, plan_strided};
 use super::supports_dtype;
 use crate::layout::into_contiguous;
 use crate::runtime::cuda::RudaCuda;
@@ -96,12 +98,18 @@ pub fn matmul(
         lhs.dtype,
         rhs.dtype
     );
-    // An operand whose strides no GEMM operand describes (the `[batch, heads, seq, d]` view
-    // multi-head attention makes of `[batch, seq, heads, d]`) is copied row-major first: at
-    // most one copy an operand, since a row-major operand always has a plan.
+    // An operand whose strides no GEMM operand describes (neither its rows nor its columns
+    // contiguous; unless `RUDA_MATMUL_NESTED=on`, also batch dimensions that do not collapse
+    // into one stride) is copied row-major first: at most one copy an operand, since a
+    // row-major operand always has a strided plan.
     let (mut lhs, mut rhs) = (lhs, rhs);
+    let planner = if super::settings().nested {
+        plan
+    } else {
+        plan_strided
+    };
     let gemm = loop {
-        match plan(&lhs.shape, &lhs.strides, &rhs.shape, &rhs.strides) {
+        match planner(&lhs.shape, &lhs.strides, &rhs.shape, &rhs.strides) {
             Ok(gemm) => break gemm,
             Err(GemmUnsupported::LhsLayout) if !lhs.is_contiguous() => {
                 lhs = into_contiguous(client, lhs)
@@ -155,6 +163,10 @@ struct DeviceBlas {
     operands_ready: cu::CUevent,
     /// Recorded on `stream` after a product: what later work waits for.
     product_done: cu::CUevent,
+    /// Device memory for the pointer arrays of [`BatchLayout::Nested`] products, as
+    /// `(address, bytes)` (0 until the first such product); written in `stream`'s order, so
+    /// that the next product's upload waits for the previous product that read it.
+    pointer_arrays: Cell<(cu::CUdeviceptr, usize)>,
 }
 
 /// Loads cuBLAS and creates the device's handle, stream and events on its CubeCL thread, kept
@@ -226,6 +238,7 @@ impl DeviceBlas {
                 context,
                 operands_ready,
                 product_done,
+                pointer_arrays: Cell::new((0, 0)),
             })
         }
     }
@@ -350,6 +363,41 @@ impl DeviceBlas {
     }
 }
 
+impl DeviceBlas {
+    /// Copies `pointers` into the device's pointer-array memory on `stream` and returns its
+    /// device address. The copy is queued in `stream`'s order, so it starts after the products
+    /// queued before it have read the previous arrays; the driver has taken `pointers` from
+    /// host memory when this returns. Growing the memory (a few times a process: the capacity
+    /// doubles) waits for `stream` before freeing the old block, so that no queued product
+    /// reads freed memory; plain `cuMemAlloc`, since not every device has stream-ordered pools.
+    ///
+    /// # Safety
+    /// On the thread whose context this is.
+    unsafe fn upload_pointer_arrays(&self, pointers: &[u64]) -> Result<cu::CUdeviceptr, String> {
+        let bytes = core::mem::size_of_val(pointers);
+        let (mut address, capacity) = self.pointer_arrays.get();
+        // SAFETY: the caller's contract; the old block is freed only once `stream`, the only
+        // stream that reads it, has drained.
+        unsafe {
+            if capacity < bytes {
+                if address != 0 {
+                    driver(cu::cuStreamSynchronize(self.stream), "cuStreamSynchronize")?;
+                    self.pointer_arrays.set((0, 0));
+                    driver(cu::cuMemFree_v2(address), "cuMemFree")?;
+                }
+                let grown = bytes.next_power_of_two().max(4096);
+                driver(cu::cuMemAlloc_v2(&mut address, grown), "cuMemAlloc")?;
+                self.pointer_arrays.set((address, grown));
+            }
+            driver(
+                cu::cuMemcpyHtoDAsync_v2(address, pointers.as_ptr().cast(), bytes, self.stream),
+                "cuMemcpyHtoDAsync",
+            )?;
+        }
+        Ok(address)
+    }
+}
+
 /// The cuBLAS call of the product `g` on `device`'s stream, with no ordering around it.
 fn gemm_call(
     device: &DeviceBlas,
@@ -383,6 +431,48 @@ fn gemm_call(
     // right-hand side, its `m` our `n`. A row-major operand read column-major is its
     // transpose already (op N); a column-major one needs op T.
     let int = |v: usize| v as i32;
+    if let BatchLayout::Nested { .. } = g.batch_layout {
+        // cuBLAS's A, B, C are our rhs, lhs, out: one array of each, back to back.
+        let bytes = dtype.size() as u64;
+        let mut pointers = Vec::with_capacity(3 * g.batch);
+        pointers.extend(g.entry_offsets().map(|(_, r, _)| rhs + r as u64 * bytes));
+        pointers.extend(g.entry_offsets().map(|(l, _, _)| lhs + l as u64 * bytes));
+        pointers.extend(g.entry_offsets().map(|(_, _, o)| out + o as u64 * bytes));
+        // SAFETY: on the device thread, whose context owns `device`'s stream.
+        let arrays = unsafe { device.upload_pointer_arrays(&pointers)? };
+        let entry = core::mem::size_of::<u64>() as u64;
+        let array = |i: u64| (arrays + i * g.batch as u64 * entry) as *const *const c_void;
+        // SAFETY: the arrays hold `batch` pointers each into live device buffers of the sizes
+        // the plan was made from (the caller holds them), uploaded on this stream before the
+        // call; `device`'s handle belongs to this thread's context.
+        return unsafe {
+            cublas(
+                blas::cublasGemmBatchedEx(
+                    device.handle,
+                    op(g.rhs.column_major),
+                    op(g.lhs.column_major),
+                    int(g.n),
+                    int(g.m),
+                    int(g.k),
+                    alpha,
+                    array(0),
+                    data,
+                    int(g.rhs.ld),
+                    array(1),
+                    data,
+                    int(g.lhs.ld),
+                    beta,
+                    array(2) as *const *mut c_void,
+                    data,
+                    int(g.n),
+                    int(g.batch),
+                    compute,
+                    blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                ),
+                "cublasGemmBatchedEx",
+            )
+        };
+    }
     // SAFETY: the pointers are live device buffers of the sizes the plan was made from (the
     // caller holds them); `device`'s handle belongs to this thread's context.
     unsafe {

@@ -18,6 +18,13 @@
 //! the same GPUs and as PyTorch does with `allow_tf32`; `RUDA_MATMUL_TF32=off` keeps full f32
 //! products. f16 and bf16 accumulate in f32; f64 runs in f64.
 //!
+//! Layouts: a product reads strided operands as they are (transposed, sliced, broadcast), one
+//! strided-batched call. Views whose batch dimensions do not collapse into one stride
+//! (multi-head attention's `[batch, heads, seq, d]` views of `[batch, seq, heads, d]`) are
+//! copied row-major first by default; `RUDA_MATMUL_NESTED=on` reads them in place instead, one
+//! batched call on per-entry pointers (see [`plan`]). It is opt-in until the GPU suite's
+//! product checks have run it on CUDA.
+//!
 //! `RUDA_MATMUL=cubecl` (or `burn`, `off`) keeps Burn's matmul everywhere.
 
 pub mod plan;
@@ -25,7 +32,9 @@ pub mod plan;
 #[cfg(feature = "cuda")]
 pub mod cublas;
 
-pub use plan::{GemmOperand, GemmPlan, GemmUnsupported, output_shape, plan};
+pub use plan::{
+    BatchLayout, GemmOperand, GemmPlan, GemmUnsupported, output_shape, plan, plan_strided,
+};
 
 use std::sync::OnceLock;
 
@@ -41,6 +50,9 @@ pub fn supports_dtype(dtype: DType) -> bool {
 pub const ENV_MATMUL: &str = "RUDA_MATMUL";
 /// `RUDA_MATMUL_TF32`: `off` (also `0`, `false`, `no`) makes native f32 products full f32.
 pub const ENV_MATMUL_TF32: &str = "RUDA_MATMUL_TF32";
+/// `RUDA_MATMUL_NESTED`: `on` (also `1`, `true`, `yes`) reads an operand whose batch
+/// dimensions do not collapse into one stride through per-entry pointers instead of copying it.
+pub const ENV_MATMUL_NESTED: &str = "RUDA_MATMUL_NESTED";
 
 /// The matmul settings of this process, from the environment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,25 +61,40 @@ pub struct MatmulSettings {
     pub native: bool,
     /// `false` when `RUDA_MATMUL_TF32=off`: f32 products without TF32 rounding.
     pub tf32: bool,
+    /// `true` when `RUDA_MATMUL_NESTED=on`: nested batch layouts are read in place, not copied.
+    pub nested: bool,
 }
 
 impl MatmulSettings {
-    /// Reads the two variables (no caching; see [`settings`]).
+    /// Reads the three variables (no caching; see [`settings`]).
     pub fn from_env() -> Self {
         let var = |name| std::env::var(name).ok();
         Self::from_values(var(ENV_MATMUL).as_deref(), var(ENV_MATMUL_TF32).as_deref())
+            .with_nested(var(ENV_MATMUL_NESTED).as_deref())
     }
 
-    /// The settings for the values of `RUDA_MATMUL` and `RUDA_MATMUL_TF32` (`None`: unset).
+    /// The settings for the values of `RUDA_MATMUL` and `RUDA_MATMUL_TF32` (`None`: unset),
+    /// nested batch layouts copied.
     pub fn from_values(matmul: Option<&str>, tf32: Option<&str>) -> Self {
-        let is = |value: Option<&str>, words: &[&str]| {
-            value.is_some_and(|v| words.contains(&v.trim().to_ascii_lowercase().as_str()))
-        };
         Self {
-            native: !is(matmul, &["cubecl", "burn", "off", "0", "false", "no"]),
-            tf32: !is(tf32, &["off", "0", "false", "no"]),
+            native: !is_word(matmul, &["cubecl", "burn", "off", "0", "false", "no"]),
+            tf32: !is_word(tf32, &["off", "0", "false", "no"]),
+            nested: false,
         }
     }
+
+    /// These settings with the value of `RUDA_MATMUL_NESTED` (`None`: unset).
+    pub fn with_nested(self, nested: Option<&str>) -> Self {
+        Self {
+            nested: is_word(nested, &["on", "1", "true", "yes"]),
+            ..self
+        }
+    }
+}
+
+/// Whether `value`, trimmed and lower-cased, is one of `words`.
+fn is_word(value: Option<&str>, words: &[&str]) -> bool {
+    value.is_some_and(|v| words.contains(&v.trim().to_ascii_lowercase().as_str()))
 }
 
 /// The settings read at the first call of this process.
@@ -87,9 +114,13 @@ mod tests {
             default,
             MatmulSettings {
                 native: true,
-                tf32: true
+                tf32: true,
+                nested: false
             }
         );
+        for on in ["on", " ON ", "1", "true", "yes"] {
+            assert!(default.with_nested(Some(on)).nested, "{on}");
+        }
         assert_eq!(MatmulSettings::from_values(Some(""), Some("on")), default);
         assert_eq!(MatmulSettings::from_values(Some("cublas"), None), default);
     }
@@ -104,6 +135,8 @@ mod tests {
         }
         for off in ["OFF", "0", "false", "no"] {
             assert!(!MatmulSettings::from_values(None, Some(off)).tf32, "{off}");
+            let on = MatmulSettings::from_values(None, None).with_nested(Some("on"));
+            assert!(!on.with_nested(Some(off)).nested, "{off}");
         }
     }
 

@@ -1,5 +1,9 @@
 //! How a row-major matrix product `[.., m, k] x [.., k, n]` over strided operands maps onto one
-//! strided-batched GEMM call of a column-major BLAS: pure layout arithmetic, no device.
+//! batched GEMM call of a column-major BLAS: pure layout arithmetic, no device. The batch is
+//! walked by one stride per operand where the batch dimensions collapse into one
+//! ([`BatchLayout::Strided`]), and by one pointer per batch entry where they do not
+//! ([`BatchLayout::Nested`]: multi-head attention's `[batch, heads, seq, d]` views of
+//! `[batch, seq, heads, d]`), so that no operand is copied for its batch layout.
 
 use core::fmt;
 
@@ -12,10 +16,37 @@ pub struct GemmOperand {
     /// The leading dimension, in elements: at least `cols` (row-major) or `rows` (column-major).
     pub ld: usize,
     /// Elements between two batch entries; 0 when the operand is broadcast over the batch.
+    /// Unused (0) under [`BatchLayout::Nested`], whose strides say where each entry is.
     pub batch_stride: usize,
 }
 
-/// A matrix product as one strided-batched GEMM: `out[b] = lhs[b] x rhs[b]` for `b < batch`,
+/// The most batch dimensions (of size > 1) a [`BatchLayout::Nested`] plan walks.
+pub const MAX_NESTED_BATCH_DIMS: usize = 6;
+
+/// How a [`GemmPlan`] finds its batch entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchLayout {
+    /// Batch entry `b` of each operand is `b * batch_stride` elements from its start: one
+    /// strided-batched call.
+    Strided,
+    /// The batch dimensions do not collapse into one stride: entry `b`, at index
+    /// `(i_0, .., i_{len-1})` of `sizes` (outermost first, row-major), starts `sum i_d *
+    /// lhs[d]` elements into the left-hand side and `sum i_d * rhs[d]` into the right-hand
+    /// side (0 where that operand is broadcast); the output is still row-major. One batched
+    /// call on per-entry pointers ([`GemmPlan::entry_offsets`]).
+    Nested {
+        /// Number of batch dimensions in use.
+        len: usize,
+        /// Their sizes, outermost first; `sizes[..len]` multiply to [`GemmPlan::batch`].
+        sizes: [usize; MAX_NESTED_BATCH_DIMS],
+        /// The left-hand side's stride along each, in elements.
+        lhs: [usize; MAX_NESTED_BATCH_DIMS],
+        /// The right-hand side's stride along each, in elements.
+        rhs: [usize; MAX_NESTED_BATCH_DIMS],
+    },
+}
+
+/// A matrix product as one batched GEMM: `out[b] = lhs[b] x rhs[b]` for `b < batch`,
 /// `lhs[b]` is `m x k`, `rhs[b]` is `k x n`, and the output is a fresh row-major
 /// `[batch.., m, n]` buffer (`batch * m * n` elements, no gaps).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +64,36 @@ pub struct GemmPlan {
     pub lhs: GemmOperand,
     /// The right-hand side.
     pub rhs: GemmOperand,
+    /// Where each batch entry of the operands starts.
+    pub batch_layout: BatchLayout,
+}
+
+impl GemmPlan {
+    /// Element offsets of every batch entry, in batch order: `(lhs, rhs, out)` for entry `b`.
+    pub fn entry_offsets(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        let out_size = self.m * self.n;
+        (0..self.batch).map(move |b| {
+            let (lhs, rhs) = match self.batch_layout {
+                BatchLayout::Strided => (b * self.lhs.batch_stride, b * self.rhs.batch_stride),
+                BatchLayout::Nested {
+                    len,
+                    sizes,
+                    lhs,
+                    rhs,
+                } => {
+                    let (mut rest, mut l, mut r) = (b, 0, 0);
+                    for d in (0..len).rev() {
+                        let i = rest % sizes[d];
+                        rest /= sizes[d];
+                        l += i * lhs[d];
+                        r += i * rhs[d];
+                    }
+                    (l, r)
+                }
+            };
+            (lhs, rhs, b * out_size)
+        })
+    }
 }
 
 /// Why a matrix product has no [`GemmPlan`].
@@ -113,6 +174,27 @@ pub fn plan(
     rhs_shape: &[usize],
     rhs_strides: &[usize],
 ) -> Result<GemmPlan, GemmUnsupported> {
+    plan_with(lhs_shape, lhs_strides, rhs_shape, rhs_strides, true)
+}
+
+/// [`plan`] restricted to [`BatchLayout::Strided`]: an operand whose batch dimensions do not
+/// collapse into one stride is a layout error (a copy fixes it), as before nested batches.
+pub fn plan_strided(
+    lhs_shape: &[usize],
+    lhs_strides: &[usize],
+    rhs_shape: &[usize],
+    rhs_strides: &[usize],
+) -> Result<GemmPlan, GemmUnsupported> {
+    plan_with(lhs_shape, lhs_strides, rhs_shape, rhs_strides, false)
+}
+
+fn plan_with(
+    lhs_shape: &[usize],
+    lhs_strides: &[usize],
+    rhs_shape: &[usize],
+    rhs_strides: &[usize],
+    nested: bool,
+) -> Result<GemmPlan, GemmUnsupported> {
     let out = output_shape(lhs_shape, rhs_shape)?;
     if lhs_strides.len() != lhs_shape.len() || rhs_strides.len() != rhs_shape.len() {
         return Err(GemmUnsupported::Shapes);
@@ -123,23 +205,40 @@ pub fn plan(
     let batch_shape = &out[..rank - 2];
     let batch: usize = batch_shape.iter().product();
 
-    let operand = |shape: &[usize], strides: &[usize], rows, cols, error: GemmUnsupported| {
-        let matrix =
-            matrix_layout(rows, cols, strides[rank - 2], strides[rank - 1]).ok_or(error.clone())?;
-        let batch_stride =
-            batch_stride(&shape[..rank - 2], &strides[..rank - 2], batch_shape).ok_or(error)?;
-        Ok::<_, GemmUnsupported>(GemmOperand {
-            batch_stride,
-            ..matrix
-        })
+    let matrix = |strides: &[usize], rows, cols, error: GemmUnsupported| {
+        matrix_layout(rows, cols, strides[rank - 2], strides[rank - 1]).ok_or(error)
     };
-    let lhs = operand(lhs_shape, lhs_strides, m, k, GemmUnsupported::LhsLayout)?;
-    let rhs = operand(rhs_shape, rhs_strides, k, n, GemmUnsupported::RhsLayout)?;
+    let mut lhs = matrix(lhs_strides, m, k, GemmUnsupported::LhsLayout)?;
+    let mut rhs = matrix(rhs_strides, k, n, GemmUnsupported::RhsLayout)?;
     for side in [lhs, rhs] {
         if i32::try_from(side.ld).is_err() {
             return Err(GemmUnsupported::TooLarge);
         }
     }
+    let strides_of = |shape: &[usize], strides: &[usize]| {
+        batch_stride(&shape[..rank - 2], &strides[..rank - 2], batch_shape)
+    };
+    let batch_layout = match (
+        strides_of(lhs_shape, lhs_strides),
+        strides_of(rhs_shape, rhs_strides),
+    ) {
+        (Some(l), Some(r)) => {
+            (lhs.batch_stride, rhs.batch_stride) = (l, r);
+            BatchLayout::Strided
+        }
+        (l, _) => {
+            let error = if l.is_none() {
+                GemmUnsupported::LhsLayout
+            } else {
+                GemmUnsupported::RhsLayout
+            };
+            if !nested {
+                return Err(error);
+            }
+            nested_batch(lhs_shape, lhs_strides, rhs_shape, rhs_strides, batch_shape)
+                .ok_or(error)?
+        }
+    };
 
     let mut plan = GemmPlan {
         m,
@@ -148,10 +247,16 @@ pub fn plan(
         batch,
         lhs,
         rhs,
+        batch_layout,
     };
     // A shared right-hand side (a weight under a batch of rows) and left-hand rows that follow
     // one another across the batch: one tall product instead of `batch` small ones.
-    if batch > 1 && rhs.batch_stride == 0 && !lhs.column_major && lhs.batch_stride == m * lhs.ld {
+    if batch > 1
+        && batch_layout == BatchLayout::Strided
+        && rhs.batch_stride == 0
+        && !lhs.column_major
+        && lhs.batch_stride == m * lhs.ld
+    {
         plan.m = m * batch;
         plan.batch = 1;
     }
@@ -160,6 +265,38 @@ pub fn plan(
         plan.rhs.batch_stride = 0;
     }
     Ok(plan)
+}
+
+/// The batch dimensions of size > 1 with each operand's stride along them (0 where it is
+/// broadcast), when they fit [`MAX_NESTED_BATCH_DIMS`].
+fn nested_batch(
+    lhs_shape: &[usize],
+    lhs_strides: &[usize],
+    rhs_shape: &[usize],
+    rhs_strides: &[usize],
+    out: &[usize],
+) -> Option<BatchLayout> {
+    let mut layout = ([0; MAX_NESTED_BATCH_DIMS], [0; MAX_NESTED_BATCH_DIMS]);
+    let mut sizes = [0; MAX_NESTED_BATCH_DIMS];
+    let mut len = 0;
+    for (d, &size) in out.iter().enumerate().filter(|&(_, &size)| size > 1) {
+        if len == MAX_NESTED_BATCH_DIMS {
+            return None;
+        }
+        let stride = |shape: &[usize], strides: &[usize]| {
+            if shape[d] == 1 { 0 } else { strides[d] }
+        };
+        sizes[len] = size;
+        layout.0[len] = stride(lhs_shape, lhs_strides);
+        layout.1[len] = stride(rhs_shape, rhs_strides);
+        len += 1;
+    }
+    Some(BatchLayout::Nested {
+        len,
+        sizes,
+        lhs: layout.0,
+        rhs: layout.1,
+    })
 }
 
 /// The row-major `rows x cols` matrix with strides `(row_stride, col_stride)` as a GEMM operand
@@ -375,25 +512,47 @@ mod tests {
     }
 
     #[test]
-    fn heads_swapped_in_front_of_the_sequence_do_not_collapse() {
+    fn heads_swapped_in_front_of_the_sequence_are_walked_per_entry() {
         // Multi-head attention: [b, s, h, dh] viewed as [b, h, s, dh] (swap_dims(1, 2)).
         let (b, s, h, dh) = (2, 5, 3, 4);
         let base = contiguous(&[b, s, h, dh]);
         let shape = [b, h, s, dh];
         let strides = [base[0], base[2], base[1], base[3]];
         let (kt_shape, kt_strides) = swap_last(&shape, &strides);
+        let p = plan(&shape, &strides, &kt_shape, &kt_strides).unwrap();
+        assert_eq!((p.m, p.n, p.k, p.batch), (s, s, dh, b * h));
+        // Rows of the query are h * dh apart; the key read transposed is column-major.
+        assert_eq!((p.lhs.column_major, p.lhs.ld), (false, h * dh));
+        assert_eq!((p.rhs.column_major, p.rhs.ld), (true, h * dh));
+        let mut sizes = [0; MAX_NESTED_BATCH_DIMS];
+        let mut lhs = [0; MAX_NESTED_BATCH_DIMS];
+        sizes[..2].copy_from_slice(&[b, h]);
+        lhs[..2].copy_from_slice(&[s * h * dh, dh]);
         assert_eq!(
-            plan(&shape, &strides, &kt_shape, &kt_strides),
+            p.batch_layout,
+            BatchLayout::Nested {
+                len: 2,
+                sizes,
+                lhs,
+                rhs: lhs
+            }
+        );
+        // Without nested batches the query is the first operand to copy.
+        assert_eq!(
+            plan_strided(&shape, &strides, &kt_shape, &kt_strides),
             Err(GemmUnsupported::LhsLayout)
         );
-        // Once the query is copied row-major, only the key's layout is left.
         assert_eq!(
-            plan(&shape, &contiguous(&shape), &kt_shape, &kt_strides),
+            plan_strided(&shape, &contiguous(&shape), &kt_shape, &kt_strides),
             Err(GemmUnsupported::RhsLayout)
         );
+        let offsets: Vec<_> = p.entry_offsets().map(|(l, _, o)| (l, o)).collect();
+        assert_eq!(offsets[1], (dh, s * s));
+        assert_eq!(offsets[h], (s * h * dh, h * s * s));
+        // Row-major operands keep one strided call.
         let (ct_shape, ct_strides) = swap_last(&shape, &contiguous(&shape));
         let p = plan(&shape, &contiguous(&shape), &ct_shape, &ct_strides).unwrap();
-        assert_eq!((p.m, p.n, p.k, p.batch), (s, s, dh, b * h));
+        assert_eq!(p.batch_layout, BatchLayout::Strided);
         assert_eq!(
             p.rhs,
             GemmOperand {
@@ -402,6 +561,146 @@ mod tests {
                 batch_stride: s * dh
             }
         );
+    }
+
+    #[test]
+    fn more_batch_dimensions_than_a_nested_plan_walks_are_a_layout_error() {
+        let mut shape = vec![2; MAX_NESTED_BATCH_DIMS + 1];
+        shape.extend([3, 3]);
+        let rank = shape.len();
+        let mut strides = contiguous(&shape);
+        // Swap the two outermost batch dimensions' strides: no single batch stride.
+        strides.swap(0, 1);
+        assert_eq!(
+            plan(&shape, &strides, &shape, &contiguous(&shape)),
+            Err(GemmUnsupported::LhsLayout)
+        );
+        assert_eq!(rank, MAX_NESTED_BATCH_DIMS + 3);
+    }
+
+    /// Runs `plan` the way a column-major BLAS runs it (per-entry offsets, leading dimensions,
+    /// transposes), over the operands' flat storage.
+    fn run_plan(p: &GemmPlan, lhs: &[f64], rhs: &[f64]) -> Vec<f64> {
+        let at = |op: &GemmOperand, base: usize, i: usize, j: usize| {
+            base + if op.column_major {
+                i + j * op.ld
+            } else {
+                i * op.ld + j
+            }
+        };
+        let mut out = vec![0.0; p.batch * p.m * p.n];
+        for (l, r, o) in p.entry_offsets() {
+            for i in 0..p.m {
+                for j in 0..p.n {
+                    out[o + i * p.n + j] = (0..p.k)
+                        .map(|t| lhs[at(&p.lhs, l, i, t)] * rhs[at(&p.rhs, r, t, j)])
+                        .sum();
+                }
+            }
+        }
+        out
+    }
+
+    /// The product by definition, reading each operand through its shape and strides.
+    fn reference(
+        out: &[usize],
+        (ls, lt, lhs): (&[usize], &[usize], &[f64]),
+        (rs, rt, rhs): (&[usize], &[usize], &[f64]),
+    ) -> Vec<f64> {
+        let rank = out.len();
+        let total: usize = out.iter().product();
+        let index = |shape: &[usize], strides: &[usize], idx: &[usize]| -> usize {
+            idx.iter()
+                .zip(shape)
+                .zip(strides)
+                .map(|((&i, &size), &st)| if size == 1 { 0 } else { i * st })
+                .sum()
+        };
+        (0..total)
+            .map(|flat| {
+                let mut idx = vec![0; rank];
+                let mut rest = flat;
+                for d in (0..rank).rev() {
+                    idx[d] = rest % out[d];
+                    rest /= out[d];
+                }
+                (0..ls[rank - 1])
+                    .map(|t| {
+                        let mut li = idx.clone();
+                        li[rank - 1] = t;
+                        let mut ri = idx.clone();
+                        ri[rank - 2] = t;
+                        lhs[index(ls, lt, &li)] * rhs[index(rs, rt, &ri)]
+                    })
+                    .sum()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_plan_computes_the_product() {
+        // Operands as permuted views of row-major storage: attention's layouts, transposes,
+        // broadcast batches, and permutations that leave the batch nested.
+        let (b, s, h, d) = (2, 3, 4, 5);
+        let permuted = |storage: &[usize], perm: &[usize]| {
+            let strides = contiguous(storage);
+            let shape: Vec<usize> = perm.iter().map(|&p| storage[p]).collect();
+            let strides: Vec<usize> = perm.iter().map(|&p| strides[p]).collect();
+            (shape, strides)
+        };
+        let cases = [
+            // q [b, h, s, d] x k^T [b, h, d, s], both views of [b, s, h, d].
+            (
+                permuted(&[b, s, h, d], &[0, 2, 1, 3]),
+                permuted(&[b, s, h, d], &[0, 2, 3, 1]),
+            ),
+            // weights [b, h, s, s] (row-major) x v [b, h, s, d] (a view of [b, s, h, d]).
+            (
+                (vec![b, h, s, s], contiguous(&[b, h, s, s])),
+                permuted(&[b, s, h, d], &[0, 2, 1, 3]),
+            ),
+            // the backward's q^T: [b, h, d, s] views.
+            (
+                permuted(&[b, s, h, d], &[0, 2, 3, 1]),
+                (vec![b, h, s, s], contiguous(&[b, h, s, s])),
+            ),
+            // batch dimensions in reverse order of storage.
+            (
+                permuted(&[h, b, s, d], &[1, 0, 2, 3]),
+                (vec![b, h, d, s], contiguous(&[b, h, d, s])),
+            ),
+            // a broadcast left-hand side against a nested right-hand side.
+            (
+                (vec![1, 1, s, d], contiguous(&[1, 1, s, d])),
+                permuted(&[b, d, h, s], &[0, 2, 1, 3]),
+            ),
+            // plain strided batches.
+            (
+                (vec![b, h, s, d], contiguous(&[b, h, s, d])),
+                (vec![b, h, d, s], contiguous(&[b, h, d, s])),
+            ),
+        ];
+        let mut nested = 0;
+        for ((ls, lt), (rs, rt)) in cases {
+            let size = |shape: &[usize]| shape.iter().product::<usize>();
+            let lhs: Vec<f64> = (0..size(&ls)).map(|i| (i as f64 * 0.37).sin()).collect();
+            let rhs: Vec<f64> = (0..size(&rs)).map(|i| (i as f64 * 0.91).cos()).collect();
+            let p = plan(&ls, &lt, &rs, &rt).unwrap();
+            nested += usize::from(p.batch_layout != BatchLayout::Strided);
+            let out = output_shape(&ls, &rs).unwrap();
+            let want = reference(&out, (&ls, &lt, &lhs), (&rs, &rt, &rhs));
+            let got = run_plan(&p, &lhs, &rhs);
+            let worst = got
+                .iter()
+                .zip(&want)
+                .map(|(g, w)| (g - w).abs())
+                .fold(0.0, f64::max);
+            assert!(
+                worst < 1e-12,
+                "{ls:?}/{lt:?} x {rs:?}/{rt:?}: {p:?} differs by {worst}"
+            );
+        }
+        assert_eq!(nested, 5, "the first five cases need per-entry pointers");
     }
 
     #[test]
