@@ -99,9 +99,9 @@ pub fn matmul(
         rhs.dtype
     );
     // An operand whose strides no GEMM operand describes (neither its rows nor its columns
-    // contiguous; unless `RUDA_MATMUL_NESTED=on`, also batch dimensions that do not collapse
-    // into one stride) is copied row-major first: at most one copy an operand, since a
-    // row-major operand always has a strided plan.
+    // contiguous, or more nested batch dimensions than a plan walks; with
+    // `RUDA_MATMUL_NESTED=off` also any nested batch) is copied row-major first: at most one
+    // copy an operand, since a row-major operand always has a strided plan.
     let (mut lhs, mut rhs) = (lhs, rhs);
     let planner = if super::settings().nested {
         plan
