@@ -549,8 +549,8 @@ step_step_equal() {
   [ "${STEP_SOFTMAX_AB:-0}" = 1 ] && step_run "Burn's composed softmax" RUDA_SOFTMAX=burn
   if [ "${STEP_NESTED_AB:-0}" = 1 ]; then
     # Attention's operands read in place by the products (the default, as in the run above),
-    # then copied first (the layout before nested batches): two runs of each kind of machine
-    # drift would show as a gap between the two in-place runs.
+    # then copied first (the layout before nested batches); a drift of the machine shows as a
+    # gap between the two in-place runs.
     step_run "nested batches read in place (RUDA_MATMUL_NESTED=on)" RUDA_SOFTMAX=native RUDA_MATMUL_NESTED=on
     step_run "operands copied (RUDA_MATMUL_NESTED=off)" RUDA_SOFTMAX=native RUDA_MATMUL_NESTED=off
   fi
