@@ -41,8 +41,8 @@ STEPS=(
   "benchmarks|the published comparison: gpu_suite --benchmarks on every backend present (RUDA_BENCH_BACKENDS narrows), torch_layernorm.py at the 9 shapes (benchmarks.csv, torch.tsv)"
   "transformer-step|the transformer's bare training step, one gpu_suite process (STEP_BACKENDS=ruda-cuda,burn-cuda,ruda-cuda-bf16,burn-cuda-bf16; steps.csv)"
   "torch-step|the PyTorch transformer step (dropout 0, no final LayerNorm: NOT equal work) in f32, TF32 and bf16 with its kernel time by family (torch.txt)"
-  "softmax|softmax and log-softmax: the checks on CUDA against the f64 reference, the kernels against a copy of the same bytes back to back (gpu_suite --softmax), PyTorch's softmaxes and copy (benches/torch/softmax.py) (softmax.txt)"
-  "step-equal|the equal-work comparison in one call: ruda's bare step (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0,0.1) with kernels, products and host CPU per step, the same with RUDA_SOFTMAX=burn (STEP_SOFTMAX_AB=1), with RUDA_MATMUL_NESTED=on and off again (STEP_NESTED_AB=1), then benches/torch/transformer_step.py --all (TORCH_BUDGET_S=240) (step-equal.txt)"
+  "softmax|softmax and log-softmax: the checks on CUDA against the f64 reference, the kernels against a copy of the same bytes back to back (gpu_suite --softmax; SOFTMAX_ARGS=--no-checks: the kernels only), PyTorch's softmaxes and copy (benches/torch/softmax.py) (softmax.txt)"
+  "step-equal|the equal-work comparison in one call: ruda's bare step (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0,0.1) with kernels, products and host CPU per step, the same with RUDA_SOFTMAX=burn (STEP_SOFTMAX_AB=1), with RUDA_MATMUL_NESTED=on and off again (STEP_NESTED_AB=1), with the linear backward as one operation, as Burn's three, as one (STEP_LINEAR_AB=1), then benches/torch/transformer_step.py --all (TORCH_BUDGET_S=240) (step-equal.txt)"
   "reliability|the soak run: a small transformer for SOAK_STEPS=10000 steps, memory and cache sampled (gpu_suite --soak, SOAK_TIMEOUT=480; SOAK_STEPS=0: none), then an injected cuBLAS failure is an error at the next read (RUDA_FAULT_INJECT=ruda_matmul) and f64 LayerNorm and softmax match NdArray (gpu_suite --faults, FAULTS_TIMEOUT=120; reliability.txt)"
   "launch-costs|the host's cost per call on CUDA: a CubeCL launch, a cuBLAS product, an allocation back to back on tiny tensors (ruda_runtime and Burn's Ruda), a product's fence and cuBLAS call alone on the device thread (gpu_suite --launch-costs; launch-costs.txt)"
   "torch-step-equal|the equal-work PyTorch transformer step, benches/torch/transformer_step.py (dropout 0.1, final LayerNorm; TORCH_STEP_ARGS passes its flags; torch-equal.txt)"
@@ -56,6 +56,7 @@ STEPS=(
   "startup-cold|fresh machine, empty caches: time to the first transformer step cold, compiled only, warm, warm with the driver's JIT cache; burn-cuda cold (startup-*.txt)"
   "startup-warm|time to the first step with the carried cache roots (ruda and burn-cuda), the driver's JIT cache kept inside each root"
   "startup-damaged|ruda on a copy of /tmp/cc whose PTX cache lost the end of its last entry, as after a crash"
+  "step-kernels|GPU kernel time per transformer step by family, f32 (TF32 products) and bf16, from Nsight Compute (ncu_step.py over gpu_suite's transformer_step benchmark, dropout 0.1; KERNELS_BACKENDS='ruda-cuda ruda-cuda-bf16'; kernels.txt)"
   "learner|the transformer example through burn-train's Learner (LEARNER_STEPS=100, LEARNER_RUNS='ruda burn-cuda': BACKEND[:lazy|:step|:wN], bare, pieces[:BACKEND]; LEARNER_LOGS=1; LEARNER_TIMEOUT=240 s a run, more for burn-cuda's cold start)"
   "learner-final|the bare step of ruda and Autodiff<Cuda> in f32 and bf16 in one process, the Learner for both alternately, learner_overhead's bare step (final.txt)"
   "learner-rayon|the Learner and learner_overhead's training piece with rayon's default pool and with RAYON_NUM_THREADS=1, alternately (learner.txt, pieces.txt)"
@@ -519,7 +520,7 @@ step_softmax() {
   carry_caches
   echo "== softmax: checks and kernels against a copy ($(date +%T))" | tee -a "$out/softmax.txt"
   toml /tmp/suite-ruda /tmp/cc "" /tmp/cc/ptx
-  (cd /tmp/suite-ruda && timeout "${SOFTMAX_TIMEOUT:-300}" "$dev/gpu_suite" --softmax 2>&1) >>"$out/softmax.txt"
+  (cd /tmp/suite-ruda && timeout "${SOFTMAX_TIMEOUT:-300}" "$dev/gpu_suite" --softmax ${SOFTMAX_ARGS:-} 2>&1) >>"$out/softmax.txt"
   echo "   exit $?"; grep -E "^(PASS|FAIL|softmax|log_softmax)" "$out/softmax.txt"
   echo "== PyTorch's softmax and copy ($(date +%T))" | tee -a "$out/softmax.txt"
   PYTHONUNBUFFERED=1 timeout 120 python3 benches/torch/softmax.py 2>&1 | tee -a "$out/softmax.txt" | grep -E "^torch"
@@ -547,6 +548,13 @@ step_step_equal() {
   carry_caches
   step_run "native softmax" RUDA_SOFTMAX=native
   [ "${STEP_SOFTMAX_AB:-0}" = 1 ] && step_run "Burn's composed softmax" RUDA_SOFTMAX=burn
+  if [ "${STEP_LINEAR_AB:-0}" = 1 ]; then
+    # A linear layer's backward as one operation (the default, as in the run above), then as
+    # Burn's three; a drift of the machine shows as a gap between the two default runs.
+    step_run "linear backward as one operation (RUDA_LINEAR=native)" RUDA_SOFTMAX=native RUDA_LINEAR=native
+    step_run "linear backward as Burn's three operations (RUDA_LINEAR=burn)" RUDA_SOFTMAX=native RUDA_LINEAR=burn
+    step_run "linear backward as one operation, again (RUDA_LINEAR=native)" RUDA_SOFTMAX=native RUDA_LINEAR=native
+  fi
   if [ "${STEP_NESTED_AB:-0}" = 1 ]; then
     # Attention's operands read in place by the products (the default, as in the run above),
     # then copied first (the layout before nested batches); a drift of the machine shows as a
@@ -763,6 +771,20 @@ step_startup_damaged() {
 # RUN: `bare` (ruda's bare step, gpu_suite), `pieces[:BACKEND]` (the learner_overhead example:
 # the bare step with each piece of burn-train's loop added, LEARNER_STEPS timed steps each;
 # PIECES_FLAGS adds its flags), or a Learner run of learner_runs (ruda, burn-cuda:lazy, ...).
+step_step_kernels() {
+  need gpu_suite || return 1
+  carry_caches
+  toml /tmp/suite-ruda /tmp/cc "" /tmp/cc/ptx
+  local backend
+  for backend in ${KERNELS_BACKENDS:-ruda-cuda ruda-cuda-bf16}; do
+    echo "== Nsight Compute: kernel time per step by family, $backend ($(date +%T))" | tee -a "$out/kernels.txt"
+    (cd /tmp/suite-ruda && RUDA_BENCH_BACKENDS=$backend timeout "${KERNELS_TIMEOUT:-150}" python3 \
+        "$top/benches/device/ncu_step.py" "$backend" 4000 1500 -- "$dev/gpu_suite" --benchmarks \
+        --groups transformer_step 2>&1) | tee -a "$out/kernels.txt" | head -16
+  done
+  return 0
+}
+
 step_learner() {
   carry_caches
   local steps=${LEARNER_STEPS:-100} run backend root

@@ -6,7 +6,7 @@
 //! embedding table's gradient for tables of up to 1024 rows, and, on CUDA, matrix products and
 //! linear layers, which run through cuBLAS. [`Autodiff`] is a drop-in for
 //! `burn::backend::Autodiff` that also records LayerNorm, softmax and log-softmax as one node
-//! each, with a native backward.
+//! each, with a native backward, and runs a linear layer's backward as one operation.
 //!
 //! ```text
 //! // Before                                  // After

@@ -29,3 +29,8 @@ pub fn matmul() -> usize {
 pub fn embedding_backward() -> usize {
     launches(Kernel::EmbeddingBackward)
 }
+
+/// Linear backwards run as one operation so far.
+pub fn linear_backward() -> usize {
+    launches(Kernel::LinearBackward)
+}

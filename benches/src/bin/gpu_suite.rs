@@ -83,6 +83,10 @@ struct Options {
     /// Only softmax: its checks, and its kernels against a copy of the same bytes
     #[arg(long)]
     softmax: bool,
+    /// With --softmax: the kernels against a copy only, without the checks (they compile every
+    /// autotune candidate, minutes on a fresh machine)
+    #[arg(long)]
+    no_checks: bool,
     /// Only the transformer step on the selected backends (RUDA_BENCH_BACKENDS): its median
     /// time, and launches and host CPU per step
     #[arg(long)]
@@ -148,7 +152,7 @@ fn main() {
         return;
     }
     if options.softmax {
-        let failures = softmax_only(options.quick);
+        let failures = softmax_only(options.quick, !options.no_checks);
         std::process::exit(if failures > 0 { 1 } else { 0 });
     }
     if options.step {
@@ -723,15 +727,16 @@ fn burn_baseline<B: burn_ruda::BackwardWithGrad>(
 }
 
 /// `--softmax`: the softmax checks against the f64 reference on CUDA (else the wgpu GPU, else
-/// the CPU adapter), then the kernels against a copy of the same bytes, back to back, f32 and
+/// the CPU adapter; `checks` false: none), then the kernels against a copy of the same bytes, back to back, f32 and
 /// bf16 where the device has it. Returns the number of failed check groups.
-fn softmax_only(quick: bool) -> usize {
+fn softmax_only(quick: bool, checks: bool) -> usize {
     #[cfg(feature = "cuda")]
     if ruda_runtime::runtime::cuda::cuda_device_count() > 0 {
         return softmax_section::<ruda_runtime::RudaCuda>(
             "ruda-cuda",
             &cubecl::cuda::CudaDevice::new(0),
             quick,
+            checks,
         );
     }
     let device = ruda_runtime::runtime::wgpu::wgpu_adapters()
@@ -739,14 +744,18 @@ fn softmax_only(quick: bool) -> usize {
         .map(|(d, _)| d)
         .find(|d| matches!(d, cubecl::wgpu::WgpuDevice::DiscreteGpu(_)))
         .unwrap_or(cubecl::wgpu::WgpuDevice::Cpu);
-    softmax_section::<ruda_runtime::RudaWgpu>("ruda-wgpu", &device, quick)
+    softmax_section::<ruda_runtime::RudaWgpu>("ruda-wgpu", &device, quick, checks)
 }
 
-fn softmax_section<R: Runtime>(name: &str, device: &R::Device, quick: bool) -> usize {
+fn softmax_section<R: Runtime>(name: &str, device: &R::Device, quick: bool, checks: bool) -> usize {
     use ruda_benches::softmax::{QUICK_SHAPES, Row, SHAPES, measure};
     let client = R::client(device);
-    println!("\n## Softmax checks on {name}\n");
-    let failures = ruda_tests::softmax_checks::run_all(&client, !quick);
+    let failures = if checks {
+        println!("\n## Softmax checks on {name}\n");
+        ruda_tests::softmax_checks::run_all(&client, !quick)
+    } else {
+        0
+    };
     println!("\n## Softmax kernels against a copy on {name}, back to back\n");
     println!("{}", Row::HEADER);
     let (shapes, calls, rounds) = if quick {

@@ -1,5 +1,5 @@
 //! [`Autodiff`]: Burn's autodiff with LayerNorm, softmax and log-softmax recorded as one node
-//! each, with a native backward.
+//! each, with a native backward, and linear layers whose backward is one operation.
 //!
 //! Burn 0.21's `Autodiff<B>` never calls `B::layer_norm`: its `ModuleOps` composes LayerNorm
 //! from differentiable primitives (about ten nodes, ten forward kernels and more backward
@@ -14,10 +14,12 @@
 //!   `BalancedCheckpointing` its output is recomputed by one more native forward when a later
 //!   backward needs it, instead of being kept.
 //! - [`softmax`]: its output is its backward's state, so it is kept.
+//! - [`linear`]: Burn's node with one backward operation ([`LinearBackend`]) instead of three.
 //! - [`backward_with_grad`]: the backward pass from an output whose gradient is given.
 
 pub mod backward_with_grad;
 mod layer_norm;
+mod linear;
 mod softmax;
 
 use core::fmt;
@@ -30,15 +32,16 @@ use burn_autodiff::{
 use burn_backend::{AutodiffBackend, BackendTypes, tensor::FloatTensor};
 
 use crate::ops::{
-    GivenGradOps, LayerNormBackend, SoftmaxBackend,
+    GivenGradOps, LayerNormBackend, LinearBackend, SoftmaxBackend,
     softmax::{self as native_softmax, Kind},
 };
 use crate::signatures::*;
 
 /// What [`Autodiff`] needs of its inner backend: the native operations it records as one node
-/// each, and the root of `backward_with_grad`'s node ([`crate::Ruda`] has them all).
-pub trait NativeBackend: LayerNormBackend + SoftmaxBackend + GivenGradOps {}
-impl<B: LayerNormBackend + SoftmaxBackend + GivenGradOps> NativeBackend for B {}
+/// each, the single-operation linear backward, and the root of `backward_with_grad`'s node
+/// ([`crate::Ruda`] has them all).
+pub trait NativeBackend: LayerNormBackend + SoftmaxBackend + LinearBackend + GivenGradOps {}
+impl<B: LayerNormBackend + SoftmaxBackend + LinearBackend + GivenGradOps> NativeBackend for B {}
 
 /// Burn's autodiff over `B`, with LayerNorm forward and backward as native kernels.
 ///
@@ -242,18 +245,25 @@ impl<B: NativeBackend, C: CheckpointStrategy> OwnOps for Autodiff<B, C> {
         AdInner::<B, C>::embedding_backward(weights, output_grad, indices)
     }
 
-    // Burn's autodiff records products and linear layers and runs the inner backend's methods,
-    // forward and backward (a `Ruda`: native products where the runtime has them).
+    // Burn's autodiff records products and runs the inner backend's methods, forward and
+    // backward (a `Ruda`: native products where the runtime has them).
     fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         AdInner::<B, C>::float_matmul(lhs, rhs)
     }
 
+    // One node whose backward is one operation ([`linear`]); Burn's node under `RUDA_LINEAR=burn`.
     fn linear(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
         bias: Option<FloatTensor<Self>>,
     ) -> FloatTensor<Self> {
-        AdInner::<B, C>::linear(x, weight, bias)
+        if !crate::ops::linear::native_enabled() {
+            return AdInner::<B, C>::linear(x, weight, bias);
+        }
+        match bias {
+            Some(bias) => linear::record::<B, C, 3>([x, weight, bias]),
+            None => linear::record::<B, C, 2>([x, weight]),
+        }
     }
 
     fn linear_x_backward(

@@ -20,6 +20,8 @@ pub enum Kernel {
     Matmul,
     /// The embedding table's gradient.
     EmbeddingBackward,
+    /// A linear layer's backward as one operation (its products are counted as `Matmul` too).
+    LinearBackward,
 }
 
 #[cfg(feature = "counters")]
@@ -28,7 +30,7 @@ mod imp {
     use core::sync::atomic::{AtomicUsize, Ordering};
 
     // One counter a kernel; Relaxed: a count is read on its own, after a sync that orders it.
-    static COUNTS: [AtomicUsize; 6] = [const { AtomicUsize::new(0) }; 6];
+    static COUNTS: [AtomicUsize; 7] = [const { AtomicUsize::new(0) }; 7];
 
     pub(crate) fn record(kernel: Kernel) {
         COUNTS[kernel as usize].fetch_add(1, Ordering::Relaxed);

@@ -6,6 +6,7 @@
 //! - [`layer_norm`]: LayerNorm forward and backward ([`LayerNormBackend`]).
 //! - [`softmax`]: softmax and log-softmax forward and backward ([`SoftmaxBackend`]).
 //! - [`matmul`]: `float_matmul` and the `linear` ops as native products (cuBLAS on CUDA).
+//! - [`linear`]: a linear layer's backward as one operation ([`LinearBackend`]).
 //! - [`embedding`]: the embedding table's gradient.
 //! - [`given_grad`]: the root and seed of `backward_with_grad`'s node ([`GivenGradOps`]).
 //!
@@ -18,6 +19,7 @@ pub mod embedding;
 pub(crate) mod faults;
 pub mod given_grad;
 pub mod layer_norm;
+pub mod linear;
 pub mod matmul;
 pub mod softmax;
 
@@ -26,6 +28,7 @@ use burn_cubecl::CubeRuntime;
 
 pub use given_grad::GivenGradOps;
 pub use layer_norm::LayerNormBackend;
+pub use linear::LinearBackend;
 pub use softmax::SoftmaxBackend;
 
 pub(crate) use custom_op::NativeKernel;

@@ -733,3 +733,83 @@ fn softmax_on_ruda_runs_the_native_kernel_over_every_dimension() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Linear
+
+/// `burn::nn::Linear` under `burn_ruda::Autodiff`: for every combination of parents that want a
+/// gradient (input, weight, bias; with and without a bias; rank-2 and rank-3 inputs) the
+/// backward is one operation, and the gradients are those of Burn's autodiff over NdArray.
+/// Serial: reads the native-launch counters.
+#[test]
+#[serial]
+fn linear_backward_is_one_operation_for_every_combination_of_parents() {
+    use ruda_tests::launches::linear_backward as linear_backward_calls;
+
+    /// `[dx, dW, db]` of `sum(Linear(x)^2) / 2`, `None` where the parent wants none.
+    fn grads<B: AutodiffBackend, const D: usize>(
+        device: &B::Device,
+        x: TensorData,
+        (x_grad, weight_grad, bias): (bool, bool, Option<bool>),
+    ) -> [Option<TensorData>; 3] {
+        let mut layer: Linear<B> = LinearConfig::new(6, 5)
+            .with_bias(bias.is_some())
+            .init(device);
+        layer.weight = Param::from_data(differential::float_data(3, &[6, 5], -0.5, 0.5), device)
+            .set_require_grad(weight_grad);
+        layer.bias = bias.map(|tracked| {
+            Param::from_data(differential::float_data(4, &[5], -0.5, 0.5), device)
+                .set_require_grad(tracked)
+        });
+        let x = Tensor::<B, D>::from_data(x, device);
+        let x = if x_grad { x.require_grad() } else { x };
+        let y = layer.forward(x.clone());
+        let grads = (y.clone() * y).sum().div_scalar(2.0).backward();
+        [
+            x.grad(&grads).map(|g| g.into_data()),
+            layer.weight.val().grad(&grads).map(|g| g.into_data()),
+            layer
+                .bias
+                .as_ref()
+                .and_then(|b| b.val().grad(&grads))
+                .map(|g| g.into_data()),
+        ]
+    }
+
+    fn check<const D: usize>(shape: [usize; D], parents: (bool, bool, Option<bool>)) {
+        let x = differential::float_data(2, &shape, -2.0, 2.0);
+        let before = linear_backward_calls();
+        let got = grads::<RudaAd, D>(&rdev(), x.clone(), parents);
+        let ran = linear_backward_calls() - before;
+        let want = grads::<BurnAdNd, D>(&ndev(), x, parents);
+        assert_eq!(ran, 1, "{shape:?} {parents:?}: one backward operation");
+        for (name, (got, want)) in ["dx", "dW", "db"]
+            .into_iter()
+            .zip(got.into_iter().zip(want))
+        {
+            match (got, want) {
+                (Some(got), Some(want)) => {
+                    assert_close_data(&format!("{shape:?} {parents:?} {name}"), got, want, 1e-4)
+                }
+                (None, None) => {}
+                (got, want) => panic!(
+                    "{shape:?} {parents:?} {name}: ruda {}, Burn {}",
+                    got.is_some(),
+                    want.is_some()
+                ),
+            }
+        }
+    }
+
+    for x_grad in [true, false] {
+        for weight_grad in [true, false] {
+            for bias in [None, Some(true), Some(false)] {
+                if !x_grad && !weight_grad && bias != Some(true) {
+                    continue; // nothing to differentiate
+                }
+                check([7, 6], (x_grad, weight_grad, bias));
+                check([2, 3, 6], (x_grad, weight_grad, bias));
+            }
+        }
+    }
+}
