@@ -92,6 +92,18 @@ pub trait Runtime: cubecl::Runtime {
         unimplemented!("runtime does not supply a native matmul")
     }
 
+    /// [`Runtime::matmul`] with f32 operands never rounded to TF32, whatever
+    /// `RUDA_MATMUL_TF32` says: for products that stand for a sum and must match a reduction's
+    /// precision (a linear layer's bias gradient, `ones x dy`). The default is
+    /// [`Runtime::matmul`], for runtimes whose products do not round.
+    fn matmul_full_precision(
+        client: &ComputeClient<Self>,
+        lhs: TensorBuffer,
+        rhs: TensorBuffer,
+    ) -> TensorBuffer {
+        Self::matmul(client, lhs, rhs)
+    }
+
     /// Stable loaded driver/runtime identity for persistent autotuning. Unknown backends return
     /// None and use session-only caches; device ordinal or API major version alone is insufficient.
     /// Adding a default preserves existing custom Runtime implementations.

@@ -92,6 +92,17 @@ pub fn matmul(
     lhs: TensorBuffer,
     rhs: TensorBuffer,
 ) -> TensorBuffer {
+    matmul_with(client, device, lhs, rhs, super::settings().tf32)
+}
+
+/// [`matmul`] with f32 products in TF32 (`tf32`) or full f32, whatever the settings say.
+pub fn matmul_with(
+    client: &ComputeClient<RudaCuda>,
+    device: &CudaDevice,
+    lhs: TensorBuffer,
+    rhs: TensorBuffer,
+    tf32: bool,
+) -> TensorBuffer {
     assert!(
         lhs.dtype == rhs.dtype && supports_dtype(lhs.dtype),
         "ruda matmul: operands of dtypes {:?} and {:?} (f32, f16, bf16 or f64, equal)",
@@ -129,7 +140,7 @@ pub fn matmul(
         device: device.index,
         gemm,
         dtype: lhs.dtype,
-        tf32: super::settings().tf32,
+        tf32,
         lhs: lhs.handle,
         rhs: rhs.handle,
         out: out.handle.clone(),

@@ -58,6 +58,17 @@ impl Runtime for RudaCuda {
         crate::matmul::cublas::matmul(client, &device, lhs, rhs)
     }
 
+    fn matmul_full_precision(
+        client: &ComputeClient<Self>,
+        lhs: TensorBuffer,
+        rhs: TensorBuffer,
+    ) -> TensorBuffer {
+        let device = CLIENTS
+            .device(server_key(client))
+            .expect("ruda matmul: a client not opened through RudaCuda::client");
+        crate::matmul::cublas::matmul_with(client, &device, lhs, rhs, false)
+    }
+
     fn autotune_driver_fingerprint(client: &ComputeClient<Self>) -> Option<String> {
         device_fingerprint(&CLIENTS.device(server_key(client))?)
     }
