@@ -21,6 +21,7 @@ pub mod autotune;
 pub mod compilation_cache;
 pub mod device;
 pub mod embedding;
+pub mod env;
 pub mod faults;
 mod fingerprint;
 mod group_reduce;

@@ -33,13 +33,7 @@ pub const ENV_LINEAR: &str = "RUDA_LINEAR";
 /// process).
 pub fn native_enabled() -> bool {
     static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ENABLED.get_or_init(|| enabled_by(std::env::var(ENV_LINEAR).ok().as_deref()))
-}
-
-/// `RUDA_LINEAR`'s value: whether ruda's node is recorded.
-fn enabled_by(value: Option<&str>) -> bool {
-    let off = ["burn", "off", "0", "false", "no"];
-    !value.is_some_and(|v| off.contains(&v.trim().to_ascii_lowercase().as_str()))
+    *ENABLED.get_or_init(|| ruda_runtime::env::switch_on(ENV_LINEAR, &["burn"]))
 }
 
 /// Which gradients a linear layer's backward computes: those of the parents that want one.
@@ -333,15 +327,6 @@ impl<R: RudaRuntime, F: FloatElement, I: IntElement, BT: BoolElement> LinearBack
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_switch_reads_like_the_others() {
-        assert!(enabled_by(None));
-        assert!(enabled_by(Some("native")));
-        for off in ["burn", "off", "0", "false", "NO", " Burn "] {
-            assert!(!enabled_by(Some(off)), "{off}");
-        }
-    }
 
     #[test]
     fn every_combination_has_its_own_name() {

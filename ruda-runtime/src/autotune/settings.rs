@@ -51,12 +51,7 @@ impl AutotuneSettings {
     /// The settings for the variables' values as `var` gives them (`None`: unset).
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Self {
         let var = |name| var(name).filter(|v: &String| !v.trim().is_empty());
-        let off = |name| {
-            matches!(
-                var(name).map(|v| v.trim().to_ascii_lowercase()).as_deref(),
-                Some("off" | "0" | "false" | "no")
-            )
-        };
+        let off = |name| crate::env::is_off(var(name).as_deref(), &[]);
         let enabled = !off(ENV_AUTOTUNE);
         let tune_cpu_adapters = matches!(
             var(ENV_AUTOTUNE)

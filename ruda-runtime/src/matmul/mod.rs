@@ -40,6 +40,8 @@ use std::sync::OnceLock;
 
 use burn_backend::DType;
 
+use crate::env::is_off;
+
 /// Whether native products take `dtype` (f32, f16, bf16, f64); others stay Burn's.
 pub fn supports_dtype(dtype: DType) -> bool {
     matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64)
@@ -77,8 +79,8 @@ impl MatmulSettings {
     /// nested batch layouts read in place.
     pub fn from_values(matmul: Option<&str>, tf32: Option<&str>) -> Self {
         Self {
-            native: !is_word(matmul, &["cubecl", "burn", "off", "0", "false", "no"]),
-            tf32: !is_word(tf32, &["off", "0", "false", "no"]),
+            native: !is_off(matmul, &["cubecl", "burn"]),
+            tf32: !is_off(tf32, &[]),
             nested: true,
         }
     }
@@ -86,15 +88,10 @@ impl MatmulSettings {
     /// These settings with the value of `RUDA_MATMUL_NESTED` (`None`: unset).
     pub fn with_nested(self, nested: Option<&str>) -> Self {
         Self {
-            nested: !is_word(nested, &["off", "0", "false", "no"]),
+            nested: !is_off(nested, &[]),
             ..self
         }
     }
-}
-
-/// Whether `value`, trimmed and lower-cased, is one of `words`.
-fn is_word(value: Option<&str>, words: &[&str]) -> bool {
-    value.is_some_and(|v| words.contains(&v.trim().to_ascii_lowercase().as_str()))
 }
 
 /// The settings read at the first call of this process.

@@ -58,13 +58,7 @@ pub const ENV_SOFTMAX: &str = "RUDA_SOFTMAX";
 /// Whether the backends run the native kernels (`RUDA_SOFTMAX`, read once per process).
 pub fn native_enabled() -> bool {
     static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ENABLED.get_or_init(|| enabled_by(std::env::var(ENV_SOFTMAX).ok().as_deref()))
-}
-
-/// `RUDA_SOFTMAX`'s value: whether the native kernels run.
-fn enabled_by(value: Option<&str>) -> bool {
-    let off = ["burn", "off", "0", "false", "no"];
-    !value.is_some_and(|v| off.contains(&v.trim().to_ascii_lowercase().as_str()))
+    *ENABLED.get_or_init(|| crate::env::switch_on(ENV_SOFTMAX, &["burn"]))
 }
 
 /// Softmax or log-softmax.
@@ -301,18 +295,4 @@ pub fn softmax_backward_with<R: cubecl::Runtime>(
     validate::check_device(client, kind.backward_name(), &output.shape, output.dtype);
     backward::backward(client, output, grad, dim, kind, Choice::Forced(variant))
         .expect("forced variants panic")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::enabled_by;
-
-    #[test]
-    fn setting() {
-        assert!(enabled_by(None));
-        assert!(enabled_by(Some("native")));
-        for off in ["burn", " Off ", "0", "false", "no"] {
-            assert!(!enabled_by(Some(off)), "{off}");
-        }
-    }
 }
