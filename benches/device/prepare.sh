@@ -13,7 +13,8 @@
 # Each is stripped, except learner_overhead (host-profile's stack samples need its symbols to
 # name the frames), and written as .device/NAME.xz (xz -9).
 #   --before      write .device/NAME_before.xz instead: the build before a change, for the A/B
-#                 steps (layer-norm-burn-ab: gpu_suite; host-ab: learner_overhead). Run it on a
+#                 steps (layer-norm-burn-ab and step-equal's STEP_BEFORE_AB: gpu_suite; host-ab:
+#                 learner_overhead). Run it on a
 #                 checkout of the earlier commit, then this script without --before on the new one.
 #   --caches DIR  copy DIR/caches-ruda.tar.xz and DIR/caches-burn.tar.xz (the cache roots an
 #                 earlier run.sh wrote to its OUT_DIR) into .device/, so the next run starts warm

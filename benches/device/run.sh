@@ -10,7 +10,8 @@
 #   .device/layer_norm_host.xz    benches/examples/layer_norm_host.rs (step layer-norm-host)
 #   .device/transformer.xz        the transformer example with `burn-backends` (startup, learner)
 #   .device/learner_overhead.xz   the transformer crate's learner_overhead example, unstripped
-#   .device/*_before.xz           the same binaries built before a change (the `-ab` steps)
+#   .device/*_before.xz           the same binaries built before a change (the `-ab` steps,
+#                                 step-equal with STEP_BEFORE_AB=1)
 #   .device/caches-{ruda,burn}.tar.xz   optional: the cache roots an earlier run wrote to OUT_DIR
 # Before the first step the runner unpacks the binaries next to their .xz, puts cuBLAS on the
 # library path (the CUDA toolkit's, else PyTorch's nvidia-cublas wheel), and writes
@@ -42,7 +43,7 @@ STEPS=(
   "transformer-step|the transformer's bare training step, one gpu_suite process (STEP_BACKENDS=ruda-cuda,burn-cuda,ruda-cuda-bf16,burn-cuda-bf16; steps.csv)"
   "torch-step|the PyTorch transformer step (dropout 0, no final LayerNorm: NOT equal work) in f32, TF32 and bf16 with its kernel time by family (torch.txt)"
   "softmax|softmax and log-softmax: the checks on CUDA against the f64 reference, the kernels against a copy of the same bytes back to back (gpu_suite --softmax; SOFTMAX_ARGS=--no-checks: the kernels only), PyTorch's softmaxes and copy (benches/torch/softmax.py) (softmax.txt)"
-  "step-equal|the equal-work comparison in one call: ruda's bare step (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0,0.1) with kernels, products and host CPU per step, the same with RUDA_SOFTMAX=burn (STEP_SOFTMAX_AB=1), with RUDA_MATMUL_NESTED=on and off again (STEP_NESTED_AB=1), with the linear backward as one operation, as Burn's three, as one (STEP_LINEAR_AB=1), then benches/torch/transformer_step.py --all (TORCH_BUDGET_S=240) (step-equal.txt)"
+  "step-equal|the equal-work comparison in one call: ruda's bare step (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0,0.1) with kernels, products and host CPU per step, the same with RUDA_SOFTMAX=burn (STEP_SOFTMAX_AB=1), with RUDA_MATMUL_NESTED=on and off again (STEP_NESTED_AB=1), with the linear backward as one operation, as Burn's three, as one (STEP_LINEAR_AB=1), .device/gpu_suite_before then this build again (STEP_BEFORE_AB=1), then benches/torch/transformer_step.py --all (TORCH_BUDGET_S=240) (step-equal.txt)"
   "reliability|the soak run: a small transformer for SOAK_STEPS=10000 steps, memory and cache sampled (gpu_suite --soak, SOAK_TIMEOUT=480; SOAK_STEPS=0: none), then an injected cuBLAS failure is an error at the next read (RUDA_FAULT_INJECT=ruda_matmul) and f64 LayerNorm and softmax match NdArray (gpu_suite --faults, FAULTS_TIMEOUT=120; reliability.txt)"
   "launch-costs|the host's cost per call on CUDA: a CubeCL launch, a cuBLAS product, an allocation back to back on tiny tensors (ruda_runtime and Burn's Ruda), a product's fence and cuBLAS call alone on the device thread (gpu_suite --launch-costs; launch-costs.txt)"
   "torch-step-equal|the equal-work PyTorch transformer step, benches/torch/transformer_step.py (dropout 0.1, final LayerNorm; TORCH_STEP_ARGS passes its flags; torch-equal.txt)"
@@ -57,7 +58,7 @@ STEPS=(
   "startup-warm|time to the first step with the carried cache roots (ruda and burn-cuda), the driver's JIT cache kept inside each root"
   "startup-damaged|ruda on a copy of /tmp/cc whose PTX cache lost the end of its last entry, as after a crash"
   "step-kernels|GPU kernel time per transformer step by family, f32 (TF32 products) and bf16, from Nsight Compute (ncu_step.py over gpu_suite's transformer_step benchmark, dropout 0.1; KERNELS_BACKENDS='ruda-cuda ruda-cuda-bf16'; kernels.txt)"
-  "learner|the transformer example through burn-train's Learner (LEARNER_STEPS=100, LEARNER_RUNS='ruda burn-cuda': BACKEND[:lazy|:step|:wN], bare, pieces[:BACKEND]; LEARNER_LOGS=1; LEARNER_TIMEOUT=240 s a run, more for burn-cuda's cold start)"
+  "learner|the transformer example through burn-train's Learner (LEARNER_STEPS=100, LEARNER_RUNS='ruda burn-cuda': BACKEND[:lazy|:step|:wN|:burnlog], bare, pieces[:BACKEND]; LEARNER_LOGS=1; LEARNER_TIMEOUT=240 s a run, more for burn-cuda's cold start)"
   "learner-final|the bare step of ruda and Autodiff<Cuda> in f32 and bf16 in one process, the Learner for both alternately, learner_overhead's bare step (final.txt)"
   "learner-rayon|the Learner and learner_overhead's training piece with rayon's default pool and with RAYON_NUM_THREADS=1, alternately (learner.txt, pieces.txt)"
   "host-profile|which thread paces the step: learner_overhead's thread CPU times, stack samples of every thread (cuda-gdb, HOST_SAMPLES=40), the bare step f32/bf16 (host.txt, pmp-*.txt)"
@@ -160,8 +161,9 @@ suite() {
 # learner_runs OUT STEPS LOGS RUN...: the transformer example through burn-train's Learner at
 # the benchmark model's size (6 pre-norm layers, d_model 512, 8 heads, seq 256, batch 32, Adam,
 # f32), one process per RUN, with the cache roots /tmp/cc (ruda) and /tmp/ccb (Burn's
-# backends), so a run after startup-cold compiles nothing. RUN: BACKEND[:lazy][:step][:wN]
-# (lazy: --read-at metrics-thread; step: --read-at step-end; wN: --workers N). LOGS=1 also
+# backends), so a run after startup-cold compiles nothing. RUN: BACKEND[:lazy][:step][:wN][:burnlog]
+# (lazy: --read-at metrics-thread; step: --read-at step-end; wN: --workers N; burnlog:
+# --app-log burn, burn-train's own application logger). LOGS=1 also
 # counts what CubeCL compiles and tunes during the run. Prints each run's time to the first step
 # and its time per training step (the example's own figure: the last epoch after its first
 # tenth). The text has 3305 windows of 257 characters: at most 103 full steps of 32; more steps
@@ -179,6 +181,7 @@ learner_runs() {
       lazy) flags+=(--read-at metrics-thread) ;;
       step) flags+=(--read-at step-end) ;;
       w[0-9]*) flags+=(--workers "${option#w}") ;;
+      burnlog) flags+=(--app-log burn) ;;
       *) echo "unknown run option $option" >&2; return 2 ;;
       esac
     done
@@ -538,7 +541,7 @@ step_run() {
   rm -f "$dir/launches.log"
   echo "== step: $label ($(date +%T))" | tee -a "$out/step-equal.txt"
   (cd "$dir" && env "$@" RUDA_BENCH_BACKENDS="${STEP_BACKENDS:-ruda-cuda,ruda-cuda-bf16}" \
-      timeout "${STEP_TIMEOUT:-300}" "$dev/gpu_suite" --step --dropouts "${STEP_DROPOUTS:-0,0.1}" \
+      timeout "${STEP_TIMEOUT:-300}" "${STEP_BIN:-$dev/gpu_suite}" --step --dropouts "${STEP_DROPOUTS:-0,0.1}" \
       --launch-log "$dir/launches.log" 2>&1) >>"$out/step-equal.txt"
   echo "   exit $?"
 }
@@ -554,6 +557,13 @@ step_step_equal() {
     step_run "linear backward as one operation (RUDA_LINEAR=native)" RUDA_SOFTMAX=native RUDA_LINEAR=native
     step_run "linear backward as Burn's three operations (RUDA_LINEAR=burn)" RUDA_SOFTMAX=native RUDA_LINEAR=burn
     step_run "linear backward as one operation, again (RUDA_LINEAR=native)" RUDA_SOFTMAX=native RUDA_LINEAR=native
+  fi
+  if [ "${STEP_BEFORE_AB:-0}" = 1 ]; then
+    # This build (the run above) against the build before a change (prepare.sh --before), then
+    # this build again: a drift of the machine shows as a gap between the two runs of this build.
+    need gpu_suite_before || return 1
+    STEP_BIN=$dev/gpu_suite_before step_run "the build before (.device/gpu_suite_before)" RUDA_SOFTMAX=native
+    step_run "this build, again" RUDA_SOFTMAX=native
   fi
   if [ "${STEP_NESTED_AB:-0}" = 1 ]; then
     # Attention's operands read in place by the products (the default, as in the run above),

@@ -22,6 +22,7 @@ use ruda_runtime::TensorBuffer;
 use ruda_runtime::matmul::supports_dtype;
 
 use super::counters::{self, Kernel};
+use super::ones::ones_row;
 use super::{NativeKernel, RudaRuntime, custom_op};
 use crate::backend::Ruda;
 
@@ -191,14 +192,14 @@ fn product<R: RudaRuntime>(lhs: CubeTensor<R>, rhs: CubeTensor<R>) -> CubeTensor
 /// The sums of `[rows, d]`'s columns, `[1, d]`. Where the runtime has a native product, one
 /// `ones [1, rows] x rows` product in full precision (never TF32, so the sum is a reduction's):
 /// burn-cubecl's reduction over the leading dimension took 78 us per `[8192, 512]` sum on an
-/// H100, 37 of them 2.9 ms of a transformer step's 16 ms of kernel time. burn-cubecl's
-/// reduction elsewhere.
+/// H100, 37 of them 2.9 ms of a transformer step's 16 ms of kernel time. The row of ones is
+/// filled once per device, dtype and length ([`super::ones`]). burn-cubecl's reduction elsewhere.
 fn column_sums<R: RudaRuntime>(rows: CubeTensor<R>) -> CubeTensor<R> {
     if !native_product(&rows) {
         return Cube::<R>::float_sum_dim(rows, 0);
     }
     let (client, device, dtype) = (rows.client.clone(), rows.device.clone(), rows.dtype);
-    let ones = Cube::<R>::float_ones(Shape::new([1, rows.shape()[0]]), &device, dtype.into());
+    let ones = ones_row::<R>(rows.shape()[0], &device, dtype);
     let out = R::matmul_full_precision(&client, TensorBuffer::from(ones), TensorBuffer::from(rows));
     counters::record(Kernel::Matmul);
     out.into_cube_tensor(client, device)

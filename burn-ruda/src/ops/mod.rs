@@ -21,6 +21,7 @@ pub mod given_grad;
 pub mod layer_norm;
 pub mod linear;
 pub mod matmul;
+mod ones;
 pub mod softmax;
 
 use burn_backend::Backend;
