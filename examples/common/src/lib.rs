@@ -3,8 +3,10 @@
 //! ([`multi_device`]), a line renderer for burn-train's `Learner` that keeps what it shows
 //! ([`training_log`]), and step outputs read back on the training thread ([`read_ahead`]), by
 //! default when the loop asks for its next batch ([`deferred_read`]), and the CPU time of each
-//! stage of a host-bound step ([`thread_cpu`]).
+//! stage of a host-bound step ([`thread_cpu`]), and burn-train's application log with a filter
+//! that costs nothing below its levels ([`app_log`]).
 
+pub mod app_log;
 pub mod backend;
 pub mod cli;
 pub mod deferred_read;

@@ -74,6 +74,28 @@ impl ThreadCpu {
         }
         CpuByRole { roles, wall }
     }
+
+    /// The `n` threads that spent the most CPU time since `earlier`, busiest first: name, thread
+    /// id and CPU time. Where the roles lump threads together (`other`: loader workers, burn-train's
+    /// metrics and renderer threads, rayon), this names them.
+    pub fn busiest_since(&self, earlier: &ThreadCpu, n: usize) -> Vec<(String, u32, Duration)> {
+        let mut threads: Vec<(String, u32, Duration)> = self
+            .threads
+            .iter()
+            .map(|(tid, (name, cpu))| {
+                let before = earlier
+                    .threads
+                    .get(tid)
+                    .filter(|(earlier_name, _)| earlier_name == name)
+                    .map_or(Duration::ZERO, |(_, cpu)| *cpu);
+                (name.clone(), *tid, cpu.saturating_sub(before))
+            })
+            .filter(|(_, _, cpu)| !cpu.is_zero())
+            .collect();
+        threads.sort_by_key(|thread| std::cmp::Reverse(thread.2));
+        threads.truncate(n);
+        threads
+    }
 }
 
 impl CpuByRole {

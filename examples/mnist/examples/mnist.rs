@@ -19,6 +19,7 @@ use std::time::Instant;
 use burn::data::dataset::Dataset;
 use burn::tensor::backend::AutodiffBackend;
 use clap::Parser;
+use example_common::app_log::AppLog;
 use example_common::backend::{BackendJob, backend_type_name, check_available, run_on};
 use example_common::cli::{DeviceArgs, device_list, positive};
 use example_common::multi_device::BatchSplit;
@@ -66,6 +67,11 @@ struct Cli {
     /// cuts the next step's kernels at random places)
     #[arg(long, value_enum, default_value_t = ReadPoint::NextBatch)]
     read_at: ReadPoint,
+    /// Who writes burn-train's application log (experiment.log in the artifact directory):
+    /// `static`, a filter decided once per call site, or `burn`, burn-train's own installer,
+    /// whose filter every log call of every crate consults (slower steps; for comparison)
+    #[arg(long, value_enum, default_value_t = AppLog::Static)]
+    app_log: AppLog,
 }
 
 fn main() {
@@ -73,6 +79,7 @@ fn main() {
     unsafe { example_common::start_process() };
     let cli = Cli::parse();
     example_common::read_ahead::set_read_point(cli.read_at);
+    example_common::app_log::set_app_log(cli.app_log);
     if let Err(e) = run(cli) {
         eprintln!("error: {e}");
         std::process::exit(2);

@@ -20,7 +20,10 @@
 //!   loader, outputs read at the next batch: everything in burn-train's single-device loop but
 //!   its event processing (metrics thread, renderer).
 //! - `training`: `SupervisedTraining::launch`, the whole of the transformer example's training,
-//!   with the example's own figure (`transformer::training::train`).
+//!   with the example's own figure (`transformer::training::train`), and each thread's share of
+//!   a core over a window while it runs (`--profile-after`, `--profile-window`). The text has
+//!   3305 windows: more than 103 steps of 32 end on a partial batch, whose new shapes compile
+//!   kernels inside the timed steps.
 //!
 //! Each piece prints its median time per step, after `--warmup` steps, and its ratio to `bare`,
 //! then the CPU time per timed step of each kind of thread (`example_common::thread_cpu`: the
@@ -29,6 +32,8 @@
 
 use std::error::Error;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use burn::data::dataloader::batcher::Batcher;
@@ -40,10 +45,11 @@ use burn::tensor::Transaction;
 use burn::tensor::backend::AutodiffBackend;
 use burn::train::{ItemLazy, Learner};
 use clap::Parser;
+use example_common::app_log::AppLog;
 use example_common::backend::{BackendJob, backend_type_name, run_on};
 use example_common::cli::{DeviceArgs, positive};
 use example_common::deferred_read::ReadsAtNextBatch;
-use example_common::thread_cpu::{CpuByRole, ThreadCpu};
+use example_common::thread_cpu::{CpuByRole, ROLES, ThreadCpu};
 use transformer::data::{CharLmBatch, CharLmBatcher, CharLmItem, CharWindows};
 use transformer::model::{CharLm, CharLmConfig};
 use transformer::text::{read_text, shipped_shakespeare};
@@ -109,10 +115,22 @@ struct Cli {
     /// the progress lines (else without them, as the tests train)
     #[arg(long)]
     log: bool,
+    /// With `--log`: who writes the application log (`static`: the examples' default; `burn`:
+    /// burn-train's own installer)
+    #[arg(long, value_enum, default_value_t = AppLog::Static)]
+    app_log: AppLog,
+    /// `training`: seconds after its start at which a window of thread CPU times opens (its
+    /// threads end with it, so they are read while it runs); long enough to pass the first steps
+    #[arg(long, default_value_t = 15.0)]
+    profile_after: f64,
+    /// `training`: the window's length in seconds (the training must outlast it: give it steps)
+    #[arg(long, default_value_t = 10.0)]
+    profile_window: f64,
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
     let cli = Cli::parse();
+    example_common::app_log::set_app_log(cli.app_log);
     let devices = cli.devices.choose()?;
     // Every piece but `training` runs on one device; a multi-device `training` would not be
     // comparable with them.
@@ -169,6 +187,8 @@ after {} of warm-up per piece",
         steps: cli.steps,
         warmup: cli.warmup,
         blocks: cli.blocks,
+        profile_after: cli.profile_after,
+        profile_window: cli.profile_window,
         prepared,
         windows,
         config,
@@ -181,6 +201,8 @@ struct Job {
     steps: usize,
     warmup: usize,
     blocks: Option<usize>,
+    profile_after: f64,
+    profile_window: f64,
     prepared: PreparedText,
     windows: CharWindows,
     config: CharLmTraining,
@@ -189,6 +211,46 @@ struct Job {
 /// Adam's learning rate in the pieces that do not schedule it (the time of a step does not
 /// depend on it).
 const LEARNING_RATE: f64 = 1e-4;
+
+/// Thread CPU times over `window` seconds that open `after` seconds from now, read on a thread
+/// of their own while the training runs (burn-train's threads end with it): the share of one
+/// core per role and the busiest threads by name. `None` if the training was `done` before the
+/// window closed (its threads are gone, so the window would not see them).
+fn profile_window(
+    after: f64,
+    window: f64,
+    done: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Option<String>> {
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs_f64(after));
+        let start = (ThreadCpu::snapshot().ok()?, Instant::now());
+        std::thread::sleep(Duration::from_secs_f64(window));
+        let end = ThreadCpu::snapshot().ok()?;
+        if done.load(Ordering::Acquire) {
+            return None;
+        }
+        let wall = start.1.elapsed();
+        let roles = end.since(&start.0, wall);
+        let share = |cpu: Duration| cpu.as_secs_f64() / wall.as_secs_f64() * 100.0;
+        let mut report = format!(
+            "  thread CPU over {:.1} s of training (share of one core):\n",
+            wall.as_secs_f64()
+        );
+        for role in ROLES {
+            let cpu = roles.per_step(role, 1);
+            if !cpu.is_zero() {
+                report.push_str(&format!("  {role:<10} {:>6.1}%\n", share(cpu)));
+            }
+        }
+        for (name, tid, cpu) in end.busiest_since(&start.0, 8) {
+            report.push_str(&format!(
+                "    {name:<16} tid {tid:>7} {:>6.1}%\n",
+                share(cpu)
+            ));
+        }
+        Some(report)
+    })
+}
 
 impl BackendJob for Job {
     type Output = Result<(), Box<dyn Error>>;
@@ -202,7 +264,19 @@ impl BackendJob for Job {
             B::seed(&device, self.config.seed);
             let ms = match piece {
                 Piece::Training => {
-                    let trained = train::<B>(&devices, &self.prepared, &self.config)?;
+                    let done = Arc::new(AtomicBool::new(false));
+                    let window =
+                        profile_window(self.profile_after, self.profile_window, done.clone());
+                    let trained = train::<B>(&devices, &self.prepared, &self.config);
+                    done.store(true, Ordering::Release);
+                    let trained = trained?;
+                    match window.join().expect("the profiling thread does not panic") {
+                        Some(report) => print!("{report}"),
+                        None => println!(
+                            "  (no thread CPU window: the training ended within {:.0} s; give it more --steps)",
+                            self.profile_after + self.profile_window
+                        ),
+                    }
                     trained
                         .log
                         .last()

@@ -20,6 +20,7 @@ use std::time::Instant;
 use burn::module::Module;
 use burn::tensor::backend::AutodiffBackend;
 use clap::Parser;
+use example_common::app_log::AppLog;
 use example_common::backend::{
     BackendJob, ModelRecorder, backend_type_name, check_available, run_on,
 };
@@ -101,6 +102,11 @@ struct Cli {
     /// cuts the next step's kernels at random places)
     #[arg(long, value_enum, default_value_t = ReadPoint::NextBatch)]
     read_at: ReadPoint,
+    /// Who writes burn-train's application log (experiment.log in the artifact directory):
+    /// `static`, a filter decided once per call site, or `burn`, burn-train's own installer,
+    /// whose filter every log call of every crate consults (slower steps; for comparison)
+    #[arg(long, value_enum, default_value_t = AppLog::Static)]
+    app_log: AppLog,
 }
 
 fn main() {
@@ -108,6 +114,7 @@ fn main() {
     unsafe { example_common::start_process() };
     let cli = Cli::parse();
     example_common::read_ahead::set_read_point(cli.read_at);
+    example_common::app_log::set_app_log(cli.app_log);
     if let Err(e) = run(cli) {
         eprintln!("error: {e}");
         std::process::exit(2);
