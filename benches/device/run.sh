@@ -44,6 +44,7 @@ STEPS=(
   "torch-step|the PyTorch transformer step (dropout 0, no final LayerNorm: NOT equal work) in f32, TF32 and bf16 with its kernel time by family (torch.txt)"
   "softmax|softmax and log-softmax: the checks on CUDA against the f64 reference, the kernels against a copy of the same bytes back to back (gpu_suite --softmax; SOFTMAX_ARGS=--no-checks: the kernels only), PyTorch's softmaxes and copy (benches/torch/softmax.py) (softmax.txt)"
   "step-equal|the equal-work comparison in one call: ruda's bare step (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0,0.1) with kernels, products and host CPU per step, the same with RUDA_SOFTMAX=burn (STEP_SOFTMAX_AB=1), with RUDA_MATMUL_NESTED=on and off again (STEP_NESTED_AB=1), with the linear backward as one operation, as Burn's three, as one (STEP_LINEAR_AB=1), .device/gpu_suite_before then this build again (STEP_BEFORE_AB=1), then benches/torch/transformer_step.py --all (TORCH_BUDGET_S=240) (step-equal.txt)"
+  "host-sample|where the transformer step's service threads spend their time: gpu_suite --step --sample-threads over 50 steps (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0.1), no launch log; raw samples samples-*.txt for benches/device/symbolize_samples.py with the unstripped build (host-sample.txt)"
   "reliability|the soak run: a small transformer for SOAK_STEPS=10000 steps, memory and cache sampled (gpu_suite --soak, SOAK_TIMEOUT=480; SOAK_STEPS=0: none), then an injected cuBLAS failure is an error at the next read (RUDA_FAULT_INJECT=ruda_matmul) and f64 LayerNorm and softmax match NdArray (gpu_suite --faults, FAULTS_TIMEOUT=120; reliability.txt)"
   "launch-costs|the host's cost per call on CUDA: a CubeCL launch, a cuBLAS product, an allocation back to back on tiny tensors (ruda_runtime and Burn's Ruda), a product's fence and cuBLAS call alone on the device thread (gpu_suite --launch-costs; launch-costs.txt)"
   "torch-step-equal|the equal-work PyTorch transformer step, benches/torch/transformer_step.py (dropout 0.1, final LayerNorm; TORCH_STEP_ARGS passes its flags; torch-equal.txt)"
@@ -576,6 +577,21 @@ step_step_equal() {
   echo "== PyTorch, equal work ($(date +%T))" | tee -a "$out/step-equal.txt"
   PYTHONUNBUFFERED=1 timeout "${TORCH_STEP_TIMEOUT:-300}" python3 benches/torch/transformer_step.py \
     --all --budget-s "${TORCH_BUDGET_S:-240}" 2>&1 | tee -a "$out/step-equal.txt" | grep -E "^torch-step" | cut -c1-220
+  return 0
+}
+
+step_host_sample() {
+  need gpu_suite || return 1
+  carry_caches
+  local dir=/tmp/step-ruda
+  toml "$dir" /tmp/cc "" /tmp/cc/ptx
+  header "$out/host-sample.txt"
+  echo "== step with thread samples ($(date +%T))" | tee -a "$out/host-sample.txt"
+  (cd "$dir" && RUDA_BENCH_BACKENDS="${STEP_BACKENDS:-ruda-cuda,ruda-cuda-bf16}" \
+      timeout "${STEP_TIMEOUT:-300}" "${STEP_BIN:-$dev/gpu_suite}" --step --dropouts "${STEP_DROPOUTS:-0.1}" \
+      --sample-threads "$out/samples" 2>&1) >>"$out/host-sample.txt"
+  echo "   exit $?"
+  grep -E "^(ruda|burn)-|^--sample-threads" "$out/host-sample.txt"
   return 0
 }
 

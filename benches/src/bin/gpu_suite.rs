@@ -18,7 +18,9 @@
 //! RUDA_BENCH_BACKENDS=ruda-cuda,ruda-cuda-bf16 ./target/release/gpu_suite --step \
 //!     --dropouts 0,0.1 [--launch-log PATH]       # the transformer step: median, launches and
 //!                                                # host CPU per step (PATH: CubeCL's profiling
-//!                                                # log at level "minimal", see --step's docs)
+//!                                                # log at level "minimal", see --step's docs),
+//!                                                # back to back; [--sample-threads PREFIX]:
+//!                                                # where each service thread's time goes
 //! ./target/release/gpu_suite --benchmarks --csv out.csv [--groups mnist_step,...]
 //!                                                # the published comparison (ruda_benches::suite)
 //!                                                # on every backend present; RUDA_BENCH_BACKENDS
@@ -88,7 +90,7 @@ struct Options {
     #[arg(long)]
     no_checks: bool,
     /// Only the transformer step on the selected backends (RUDA_BENCH_BACKENDS): its median
-    /// time, and launches and host CPU per step
+    /// time, launches and host CPU per step, and the step back to back (one sync per 10 steps)
     #[arg(long)]
     step: bool,
     /// With --step: the dropout probabilities to run (comma-separated)
@@ -104,6 +106,13 @@ struct Options {
     /// "minimal"`, `file = PATH`), whose lines over a window of steps count the launches
     #[arg(long, value_name = "PATH")]
     launch_log: Option<String>,
+    /// With --step: after the timed steps, sample where the training, burn-fusion and CubeCL
+    /// threads spend 50 more steps (`example_common::thread_sampler`, about every 0.5 ms), each
+    /// synced and then back to back (one sync per 10), and write the raw samples to
+    /// `PREFIX-<backend>-d<percent>.txt` and `...-pipelined.txt` (resolved against the
+    /// unstripped binary by `benches/device/symbolize_samples.py`)
+    #[arg(long, value_name = "PREFIX")]
+    sample_threads: Option<String>,
     /// Only the soak run: a small transformer trained for STEPS steps on CUDA (else wgpu), the
     /// memory CubeCL holds and the cache directory's size sampled along the way
     #[arg(long, value_name = "STEPS")]
@@ -815,7 +824,7 @@ fn step_only(options: &Options) {
     let window = 10;
     println!("\n## Transformer step\n");
     println!(
-        "backend\tcase\tmedian_ms\tp10_ms\tp90_ms\tmin_ms\tsteps\tkernels_per_step\tproducts_per_step\tsoftmax_launches_per_step\ttraining_cpu_ms\tfusion_cpu_ms\tcubecl_cpu_ms"
+        "backend\tcase\tmedian_ms\tp10_ms\tp90_ms\tmin_ms\tsteps\tkernels_per_step\tproducts_per_step\tsoftmax_launches_per_step\ttraining_cpu_ms\tfusion_cpu_ms\tcubecl_cpu_ms\tpipelined_ms"
     );
     for &percent in &dropouts {
         for contender in Contender::selected() {
@@ -868,24 +877,47 @@ fn step_only(options: &Options) {
                     _ => ("-".into(), String::new()),
                 };
                 let softmax_now = ruda_tests::launches::softmax();
+                let products_now = ruda_tests::launches::matmul();
+                // Steps back to back, one sync per window of 10: the step when the host runs
+                // ahead of the GPU (median of 3 windows).
+                let mut pipelined: Vec<f64> = (0..3)
+                    .map(|_| {
+                        let start = Instant::now();
+                        pipelined_window(&mut call, window);
+                        start.elapsed().as_secs_f64() * 1e3 / window as f64
+                    })
+                    .collect();
+                pipelined.sort_by(f64::total_cmp);
+                // After the counts: the sampled steps are not part of the window.
+                if let Some(prefix) = options.sample_threads.as_deref() {
+                    let name = format!(
+                        "{prefix}-{}-d{percent}",
+                        file_name_part(&contender.to_string())
+                    );
+                    sample_threads(&format!("{name}.txt"), 50, 1, &mut call);
+                    sample_threads(&format!("{name}-pipelined.txt"), 5, window, &mut || {
+                        pipelined_window(&mut call, window)
+                    });
+                }
                 let cpu_ms = |role: &str| {
                     cpu.as_ref().map_or("-".into(), |c| {
                         format!("{:.2}", c.per_step(role, window).as_secs_f64() * 1e3)
                     })
                 };
                 format!(
-                    "{contender}\t{}\t{:.2}\t{:.2}\t{:.2}\t{:.2}\t{}\t{kernels}\t{:.1}\t{:.1}\t{}\t{}\t{}{families}",
+                    "{contender}\t{}\t{:.2}\t{:.2}\t{:.2}\t{:.2}\t{}\t{kernels}\t{:.1}\t{:.1}\t{}\t{}\t{}\t{:.2}{families}",
                     workload.case(),
                     at(0.5),
                     at(0.1),
                     at(0.9),
                     times[0],
                     times.len(),
-                    per_step(ruda_tests::launches::matmul() - products),
+                    per_step(products_now - products),
                     per_step(softmax_now.0 + softmax_now.1 - softmaxes.0 - softmaxes.1),
                     cpu_ms("training"),
                     cpu_ms("fusion"),
                     cpu_ms("cubecl"),
+                    pipelined[1],
                 )
             }));
             match result {
@@ -901,6 +933,67 @@ fn step_only(options: &Options) {
                 ),
             }
         }
+    }
+}
+
+/// `backend`'s first word with anything but letters, digits and '-' replaced: a file name part.
+fn file_name_part(backend: &str) -> String {
+    backend
+        .split_whitespace()
+        .next()
+        .unwrap_or("backend")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// `steps` training steps back to back with one device sync, after the last
+/// (`ruda_benches::workloads::set_sync_every_step`).
+fn pipelined_window(call: &mut dyn FnMut(), steps: usize) {
+    use ruda_benches::workloads::set_sync_every_step;
+    set_sync_every_step(false);
+    for _ in 1..steps {
+        call();
+    }
+    set_sync_every_step(true);
+    call();
+}
+
+/// Samples the service threads over `rounds` calls of `run` (`steps` training steps each) and
+/// writes them to `path` (`--sample-threads`); a failure is reported, not fatal.
+fn sample_threads(path: &str, rounds: usize, steps: usize, run: &mut dyn FnMut()) {
+    use example_common::thread_sampler::ThreadSampler;
+    let sampler = match ThreadSampler::start(
+        &["training", "fusion", "cubecl"],
+        std::time::Duration::from_micros(500),
+    ) {
+        Ok(sampler) => sampler,
+        Err(err) => {
+            eprintln!("--sample-threads: {err}");
+            return;
+        }
+    };
+    let start = std::time::Instant::now();
+    for _ in 0..rounds {
+        run();
+    }
+    let wall = start.elapsed();
+    let samples = sampler.finish();
+    match samples.write(std::path::Path::new(path)) {
+        Ok(()) => eprintln!(
+            "--sample-threads: {path} over {} steps ({:.2} ms a step) by role {:?}, {} dropped",
+            rounds * steps,
+            wall.as_secs_f64() * 1e3 / (rounds * steps) as f64,
+            samples.count_by_role(),
+            samples.dropped
+        ),
+        Err(err) => eprintln!("--sample-threads: {err}"),
     }
 }
 

@@ -3,7 +3,7 @@
 //! ([`multi_device`]), a line renderer for burn-train's `Learner` that keeps what it shows
 //! ([`training_log`]), and step outputs read back on the training thread ([`read_ahead`]), by
 //! default when the loop asks for its next batch ([`deferred_read`]), and the CPU time of each
-//! stage of a host-bound step ([`thread_cpu`]), and burn-train's application log with a filter
+//! stage of a host-bound step ([`thread_cpu`]) and where it goes ([`thread_sampler`]), and burn-train's application log with a filter
 //! that costs nothing below its levels ([`app_log`]).
 
 pub mod app_log;
@@ -13,6 +13,7 @@ pub mod deferred_read;
 pub mod multi_device;
 pub mod read_ahead;
 pub mod thread_cpu;
+pub mod thread_sampler;
 pub mod training_log;
 
 /// A directory for an example's artifacts (metric logs, the saved model) when none is given:

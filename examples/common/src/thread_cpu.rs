@@ -141,7 +141,7 @@ pub const ROLES: [&str; 5] = ["training", "fusion", "cubecl", "driver", "other"]
 /// `driver` for threads the GPU driver or Vulkan implementation starts, `training` for the
 /// process's main thread and burn-train's learner, `other` for the rest (loader workers, the
 /// metrics thread, rayon).
-fn role_of(name: &str) -> &'static str {
+pub(crate) fn role_of(name: &str) -> &'static str {
     if name.starts_with("DSU-") {
         "fusion"
     } else if name.starts_with("DSD-") {
@@ -169,6 +169,26 @@ fn is_main_thread_name(name: &str) -> bool {
     };
     let truncated: String = exe.chars().take(15).collect();
     name == truncated || name == "main"
+}
+
+/// Every live thread's id and name (`/proc/self/task/<tid>/comm`).
+pub(crate) fn thread_names() -> std::io::Result<Vec<(u32, String)>> {
+    let mut threads = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/task")? {
+        let entry = entry?;
+        let Some(tid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // A thread may end between the listing and the read: skip it.
+        if let Ok(name) = std::fs::read_to_string(entry.path().join("comm")) {
+            threads.push((tid, name.trim_end().to_owned()));
+        }
+    }
+    Ok(threads)
 }
 
 /// Name and user + system clock ticks from one `/proc/<pid>/task/<tid>/stat` line. The name is
