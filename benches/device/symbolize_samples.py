@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Resolves the thread sampler's raw files (gpu_suite --step --sample-threads PREFIX, the
 `example_common::thread_sampler` module) against the same executable before `strip`, and prints
-per thread role: how many samples, the share spent waiting in cubecl-common's device-service
-channel (spinning, yielding or sleeping on a full or empty queue), and where the rest goes.
+per thread role: how many samples, the share of each state (working, blocked on the GPU, waiting
+for room in a full queue, waiting for a reply, idle), and where the working samples go.
 
     python3 benches/device/symbolize_samples.py BINARY RAW... [--top N]
 
@@ -13,6 +13,10 @@ Two views per role:
 - self: the function holding the interrupted address; an address in a shared library (the CUDA
   driver, libc) is named after the library and the first return-address candidate in the
   executable ("libcuda.so.1 <- cubecl_cuda::...::launch_checked").
+- timeline (--timeline N): each thread's first N samples in the order taken (the sampler signals
+  every thread once per tick, so a column is one tick, about 0.5-0.6 ms): `#` working, `G` blocked
+  on the GPU (a CUDA event or fence sync), `q` waiting for room in a full device-service queue,
+  `w` waiting for a reply (a blocking call, a sync), `.` idle (a runner with an empty queue).
 - inclusive (approximate): every distinct function among the interrupted address and its
   return-address candidates, once per sample. The candidates come from a scan of the stack, so a
   stale word can add a function that is not on the stack: read it as a hint.
@@ -155,11 +159,29 @@ def parse(path):
     return maps, threads, samples, dropped
 
 
+def state(own, chain, waits):
+    """One timeline character for a sample (see the module's docs)."""
+    near = " ".join([own] + chain[:5])
+    if "event::synchronize" in near or "Fence>::sync" in near or "Command::sync" in near:
+        return "G"
+    if "submit_inner" in own or (chain and "submit_inner" in chain[0]):
+        return "q"
+    if "sync::wait_for" in near or "park" in own or (chain and "park" in chain[0]):
+        return "w"
+    if any(w.search(own) for w in waits) or (
+        own.startswith("[") and chain and any(w.search(chain[0]) for w in waits)
+    ):
+        return "."
+    return "#"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("binary")
     ap.add_argument("raw", nargs="+")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--timeline", type=int, default=0, metavar="N",
+                    help="print each thread's first N samples as a line of states")
     ap.add_argument("--lib-dir", help="copies of the GPU machine's shared libraries (libc.so.6, ...) to name addresses in them")
     ap.add_argument("--exe", help="the executable's file name on the GPU machine (default: BINARY's, or a prefix of it)")
     args = ap.parse_args()
@@ -188,6 +210,16 @@ def main():
             same_role = [t for t in threads if threads[t][0] == role]
             key = role if len(same_role) == 1 else f"{role} {tid}"
             by_role[key].append((pc, callers))
+        if args.timeline:
+            lines = collections.defaultdict(list)
+            for tid, pc, callers in samples:
+                lines[tid].append(state(r.name(pc), [r.name(c) for c in callers], waits))
+            print("\ntimeline: # working, G blocked on the GPU, q queue full, w waiting for a reply, . idle")
+            for tid, states in lines.items():
+                role, name = threads.get(tid, ("other", "?"))
+                text = "".join(states[: args.timeline])
+                for i in range(0, len(text), 100):
+                    print(f"  {role[:8]:8} {tid:>7}  {text[i:i + 100]}")
         for role in sorted(by_role, key=lambda k: -len(by_role[k])):
             rows = by_role[role]
             names = sorted(
@@ -195,28 +227,27 @@ def main():
             )
             n = len(rows)
             selfc, incl, waitc = collections.Counter(), collections.Counter(), collections.Counter()
-            waiting = 0
+            states = collections.Counter()
             for pc, callers in rows:
                 own = r.name(pc)
                 chain = [r.name(c) for c in callers]
+                st = state(own, chain, waits)
+                states[st] += 1
+                if st != "#":
+                    where = own if not own.startswith("[") or not chain else f"{own} <- {chain[0]}"
+                    waitc[f"{st} {shorten(where, 110)}"] += 1
+                    continue
                 label = own
                 if own.startswith("[") and chain:
                     label = f"{own} <- {chain[0]}"
-                # Waiting: in the channel's code, or in a library (sleep, yield) called from it.
-                is_wait = any(w.search(own) for w in waits) or (
-                    own.startswith("[") and bool(chain) and any(w.search(chain[0]) for w in waits)
-                )
-                if is_wait:
-                    waiting += 1
-                    waitc[shorten(own if not own.startswith("[") else f"{own} <- {chain[0]}", 110) + "  (" + (shorten(chain[1], 90) if len(chain) > 1 else "") + ")"] += 1
-                    continue
                 selfc[label] += 1
                 for fn in {own, *chain}:
                     incl[fn] += 1
-            work = n - waiting
-            print(f"\n## {role} ({', '.join(names)}): {n} samples; waiting {waiting} ({100*waiting/max(n,1):.1f}%), working {work} ({100*work/max(n,1):.1f}%)")
+            work = states["#"]
+            shares = ", ".join(f"{k} {100 * states[k] / max(n, 1):.1f}%" for k in "#Gqw." if states[k])
+            print(f"\n## {role} ({', '.join(names)}): {n} samples; {shares}")
             if waitc:
-                print(f"\n  waiting in (first caller), % of the role's samples")
+                print(f"\n  not working (state, where), % of the role's samples")
                 for label, c in waitc.most_common(6):
                     print(f"  {100*c/max(n,1):6.1f}  {label}")
             print(f"\n  self, % of the role's working samples")
