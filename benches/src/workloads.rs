@@ -336,9 +336,10 @@ fn mnist_step<B: AutodiffBackend>(device: B::Device, batch_size: usize) -> Call 
 }
 
 /// Whether each step of [`Workload::TransformerStep`] and [`Workload::MnistStep`] ends with a
-/// device sync (the default, DESIGN.md's method: a step's time is its latency). Off, steps queue
-/// back to back and the caller syncs by turning it on for the last step of a window: the step's
-/// time when the host runs ahead, as in a training loop that does not read every loss at once.
+/// device sync (the default, `docs/perf/README.md`'s method: a step's time is its latency).
+/// Off, steps queue back to back and the caller syncs by turning it on for the last step of a
+/// window: the step's time when the host runs ahead, as in a training loop that does not read
+/// every loss at once.
 static SYNC_EVERY_STEP: AtomicBool = AtomicBool::new(true);
 
 /// Sets whether the training-step calls end with a device sync ([`SYNC_EVERY_STEP`]).

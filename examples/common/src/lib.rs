@@ -2,9 +2,9 @@
 //! the Burn backend they choose ([`cli`], [`backend`]), burn-train's multi-device strategy
 //! ([`multi_device`]), a line renderer for burn-train's `Learner` that keeps what it shows
 //! ([`training_log`]), and step outputs read back on the training thread ([`read_ahead`]), by
-//! default when the loop asks for its next batch ([`deferred_read`]), and the CPU time of each
-//! stage of a host-bound step ([`thread_cpu`]) and where it goes ([`thread_sampler`]), and burn-train's application log with a filter
-//! that costs nothing below its levels ([`app_log`]).
+//! default when the loop asks for its next batch ([`deferred_read`]), the CPU time of each stage
+//! of a host-bound step ([`thread_cpu`]) and where it goes ([`thread_sampler`]), and
+//! burn-train's application log with a filter that costs nothing below its levels ([`app_log`]).
 
 pub mod app_log;
 pub mod backend;

@@ -205,6 +205,14 @@ impl ThreadSampler {
                 )
             })
             .collect();
+        // Cleared, so that a slot the next run reserves but has not yet written reads as empty.
+        for slot in &SLOTS[..kept] {
+            slot.tid.store(0, Ordering::Relaxed);
+            slot.pc.store(0, Ordering::Relaxed);
+            for caller in &slot.callers {
+                caller.store(0, Ordering::Relaxed);
+            }
+        }
         Samples {
             threads: std::mem::take(&mut self.threads),
             samples,
