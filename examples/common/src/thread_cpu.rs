@@ -36,19 +36,7 @@ impl ThreadCpu {
     pub fn snapshot() -> std::io::Result<Self> {
         let ticks_per_second = clock_ticks_per_second();
         let mut threads = BTreeMap::new();
-        for entry in std::fs::read_dir("/proc/self/task")? {
-            let entry = entry?;
-            let Some(tid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            // A thread may end between the listing and the read: skip it.
-            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-                continue;
-            };
+        for (tid, stat) in task_files("stat")? {
             let Some((name, ticks)) = parse_stat(&stat) else {
                 continue;
             };
@@ -173,6 +161,15 @@ fn is_main_thread_name(name: &str) -> bool {
 
 /// Every live thread's id and name (`/proc/self/task/<tid>/comm`).
 pub(crate) fn thread_names() -> std::io::Result<Vec<(u32, String)>> {
+    Ok(task_files("comm")?
+        .into_iter()
+        .map(|(tid, name)| (tid, name.trim_end().to_owned()))
+        .collect())
+}
+
+/// Every live thread's id and the text of its `/proc/self/task/<tid>/<file>`. A thread that
+/// ends between the listing and the read is left out.
+fn task_files(file: &str) -> std::io::Result<Vec<(u32, String)>> {
     let mut threads = Vec::new();
     for entry in std::fs::read_dir("/proc/self/task")? {
         let entry = entry?;
@@ -183,9 +180,8 @@ pub(crate) fn thread_names() -> std::io::Result<Vec<(u32, String)>> {
         else {
             continue;
         };
-        // A thread may end between the listing and the read: skip it.
-        if let Ok(name) = std::fs::read_to_string(entry.path().join("comm")) {
-            threads.push((tid, name.trim_end().to_owned()));
+        if let Ok(text) = std::fs::read_to_string(entry.path().join(file)) {
+            threads.push((tid, text));
         }
     }
     Ok(threads)
