@@ -12,6 +12,10 @@
 #   learner_overhead  cargo build --release -p transformer --example learner_overhead --features burn-backends
 # Each is stripped, except learner_overhead (host-profile's stack samples need its symbols to
 # name the frames), and written as .device/NAME.xz (xz -9).
+#   cupti_trace       benches/device/cupti_trace.c, the GPU timeline recorder of run.sh's
+#                     gpu-timeline step, built against CUPTI 13.0's headers (downloaded from PyPI
+#                     into target/cupti) as .device/cupti/libcupti_trace.so, with that
+#                     libcupti.so.13 beside it (not built by default)
 #   --before      write .device/NAME_before.xz instead: the build before a change, for the A/B
 #                 steps (layer-norm-burn-ab and step-equal's STEP_BEFORE_AB: gpu_suite; host-ab:
 #                 learner_overhead). Run it on a
@@ -33,15 +37,33 @@ while [ $# -gt 0 ]; do
   --before) suffix=_before ;;
   --caches) caches=${2:?--caches needs a directory}; shift ;;
   -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  gpu_suite | layer_norm_host | transformer | learner_overhead) names+=("$1") ;;
+  gpu_suite | layer_norm_host | transformer | learner_overhead | cupti_trace) names+=("$1") ;;
   *) echo "prepare.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
 done
 [ ${#names[@]} -gt 0 ] || [ -n "$caches" ] || names=(gpu_suite layer_norm_host transformer learner_overhead)
 
+# cupti_trace: the headers and library of CUPTI 13.0 (the GPU machine's driver is CUDA 13.0)
+# from NVIDIA's wheels, then one C file.
+build_cupti_trace() {
+  local wheels=$target/cupti w
+  mkdir -p "$wheels" .device/cupti
+  for w in nvidia-cuda-cupti nvidia-cuda-runtime nvidia-cuda-crt; do
+    ls "$wheels"/"${w//-/_}"-13.0.*.whl >/dev/null 2>&1 ||
+      python3 -m pip download --quiet --no-deps --dest "$wheels" "$w==13.0.*"
+  done
+  for w in "$wheels"/*.whl; do python3 -m zipfile -e "$w" "$wheels/x"; done
+  local cu=$wheels/x/nvidia/cu13
+  gcc -O2 -Wall -Wextra -Werror -shared -fPIC -I"$cu/include" benches/device/cupti_trace.c \
+    -o .device/cupti/libcupti_trace.so -L"$cu/lib" -l:libcupti.so.13 -Wl,-rpath,'$ORIGIN'
+  cp "$cu/lib/libcupti.so.13" .device/cupti/
+  echo "prepare: .device/cupti/libcupti_trace.so, .device/cupti/libcupti.so.13"
+}
+
 mkdir -p .device
 for name in "${names[@]}"; do
+  [ "$name" = cupti_trace ] && { build_cupti_trace; continue; }
   case $name in
   gpu_suite)
     "$cargo" build --release -p ruda-benches --bin gpu_suite --features gpu-suite
@@ -68,5 +90,5 @@ if [ -n "$caches" ]; then
     [ -f "$caches/$t" ] && cp "$caches/$t" ".device/$t" && echo "prepare: .device/$t"
   done
 fi
-du -ch .device/*.xz | tail -1
+du -ch .device/*.xz .device/cupti 2>/dev/null | tail -1
 echo "prepare: a device call carries at most 64 MiB; leave out what the steps you run do not need"

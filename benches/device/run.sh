@@ -45,6 +45,7 @@ STEPS=(
   "softmax|softmax and log-softmax: the checks on CUDA against the f64 reference, the kernels against a copy of the same bytes back to back (gpu_suite --softmax; SOFTMAX_ARGS=--no-checks: the kernels only), PyTorch's softmaxes and copy (benches/torch/softmax.py) (softmax.txt)"
   "step-equal|the equal-work comparison in one call: ruda's bare step (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0,0.1) with kernels, products and host CPU per step, the same with RUDA_SOFTMAX=burn (STEP_SOFTMAX_AB=1), with RUDA_MATMUL_NESTED=on and off again (STEP_NESTED_AB=1), with the linear backward as one operation, as Burn's three, as one (STEP_LINEAR_AB=1), .device/gpu_suite_before then this build again (STEP_BEFORE_AB=1), then benches/torch/transformer_step.py --all (TORCH_BUDGET_S=240) (step-equal.txt)"
   "host-sample|where the transformer step's service threads spend their time: gpu_suite --step --sample-threads over 50 steps synced and 50 back to back (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0.1), no launch log; raw samples samples-*.txt for benches/device/symbolize_samples.py with the unstripped build (host-sample.txt)"
+  "gpu-timeline|what the GPU does between kernels in the transformer step: gpu_suite --step untraced, then traced by CUPTI (.device/cupti/, prepare.sh cupti_trace) and read by gpu_timeline.py over the 10 synced and the 30 back-to-back steps, one process per backend (TIMELINE_BACKENDS='ruda-cuda-bf16 ruda-cuda', STEP_DROPOUTS=0.1; TIMELINE_TORCH=1: and the equal-work PyTorch step traced, once per ';'-separated set of TIMELINE_TORCH_ARGS (default '--dtype bf16;--dtype f32'); gpu-timeline.txt, trace-*.tsv.xz)"
   "reliability|the soak run: a small transformer for SOAK_STEPS=10000 steps, memory and cache sampled (gpu_suite --soak, SOAK_TIMEOUT=480; SOAK_STEPS=0: none), then an injected cuBLAS failure is an error at the next read (RUDA_FAULT_INJECT=ruda_matmul) and f64 LayerNorm and softmax match NdArray (gpu_suite --faults, FAULTS_TIMEOUT=120; reliability.txt)"
   "launch-costs|the host's cost per call on CUDA: a CubeCL launch, a cuBLAS product, an allocation back to back on tiny tensors (ruda_runtime and Burn's Ruda), a product's fence and cuBLAS call alone on the device thread (gpu_suite --launch-costs; launch-costs.txt)"
   "torch-step-equal|the equal-work PyTorch transformer step, benches/torch/transformer_step.py (dropout 0.1, final LayerNorm; TORCH_STEP_ARGS passes its flags; torch-equal.txt)"
@@ -593,6 +594,66 @@ step_host_sample() {
   echo "   exit $?"
   grep -E "^(ruda|burn)-|^--sample-threads" "$out/host-sample.txt"
   return 0
+}
+
+# One process per backend: the step untraced (the reference: tracing costs host time per driver
+# call), then traced; the trace's last two bursts of GPU work are gpu_suite's 10 synced steps
+# and its 3 windows of 10 steps back to back.
+step_gpu_timeline() {
+  need gpu_suite || return 1
+  local lib=$dev/cupti/libcupti_trace.so log=$out/gpu-timeline.txt dir=/tmp/step-ruda b trace
+  [ -f "$lib" ] || { echo "run.sh: $lib is missing: run benches/device/prepare.sh cupti_trace" >&2; return 1; }
+  carry_caches
+  toml "$dir" /tmp/cc "" /tmp/cc/ptx
+  header "$log"
+  for b in ${TIMELINE_BACKENDS:-ruda-cuda-bf16 ruda-cuda}; do
+    echo "== $b untraced ($(date +%T))" | tee -a "$log"
+    (cd "$dir" && RUDA_BENCH_BACKENDS=$b timeout "${STEP_TIMEOUT:-300}" "$dev/gpu_suite" --step \
+        --dropouts "${STEP_DROPOUTS:-0.1}" --steps 20 2>&1) >>"$log"
+    echo "   exit $?"; grep -E "^(ruda|burn)-" "$log" | tail -1
+    trace=/tmp/trace-$b.tsv
+    echo "== $b traced ($(date +%T))" | tee -a "$log"
+    (cd "$dir" && CUDA_INJECTION64_PATH=$lib CUPTI_TRACE_OUT=$trace RUDA_BENCH_BACKENDS=$b \
+        timeout "${STEP_TIMEOUT:-300}" "$dev/gpu_suite" --step --dropouts "${STEP_DROPOUTS:-0.1}" \
+        --steps 20 2>&1) >>"$log"
+    echo "   exit $?"; grep -E "^(ruda|burn)-" "$log" | tail -1
+    timeline "$trace" "$b" 10 30
+  done
+  if [ "${TIMELINE_TORCH:-0}" = 1 ]; then
+    local sets args n=0 median rc
+    IFS=';' read -ra sets <<<"${TIMELINE_TORCH_ARGS:---dtype bf16;--dtype f32}"
+    for args in "${sets[@]}"; do
+      n=$((n + 1))
+      trace=/tmp/trace-torch-$n.tsv
+      echo "== PyTorch $args traced ($(date +%T))" | tee -a "$log"
+      # shellcheck disable=SC2086
+      CUDA_INJECTION64_PATH=$lib CUPTI_TRACE_OUT=$trace timeout "${TORCH_TIMEOUT:-150}" python3 \
+        "$top/benches/torch/transformer_step.py" $args --steps 30 >>"$log" 2>&1
+      rc=$?
+      echo "   exit $rc"
+      [ $rc = 0 ] || continue
+      # The script syncs after each step but does not pause between its phases: read the
+      # last 20 of its 30 timed steps, 20 times its median step long.
+      median=$(grep -o 'step_ms_median=[0-9.]*' "$log" | tail -1 | cut -d= -f2)
+      [ -n "$median" ] || continue
+      echo "-- torch-$n ($args): the last 20 timed steps, median $median ms" >>"$log"
+      python3 "$here/gpu_timeline.py" "$trace" --window-ms "$(awk "BEGIN{print 20 * $median}")" \
+        --steps 20 >>"$log" 2>&1
+      tail -n 300000 "$trace" | xz -T0 >"$out/trace-torch-$n.tsv.xz"
+      grep -A4 "^-- torch-$n" "$log" | grep -E "^--|busy|idle  "
+    done
+  fi
+  return 0
+}
+
+# timeline TRACE NAME SYNCED PIPELINED: gpu_timeline.py over the trace's last two bursts.
+timeline() {
+  echo "-- $2: synced steps" >>"$log"
+  python3 "$here/gpu_timeline.py" "$1" --burst -2 --steps "$3" >>"$log" 2>&1
+  echo "-- $2: steps back to back" >>"$log"
+  python3 "$here/gpu_timeline.py" "$1" --burst -1 --steps "$4" >>"$log" 2>&1
+  tail -n 300000 "$1" | xz -T0 >"$out/trace-$2.tsv.xz" # the last steps: a file comes back under 16 MiB
+  grep -A4 "^-- $2" "$log" | grep -E "^--|busy|idle  " 
 }
 
 step_reliability() {
