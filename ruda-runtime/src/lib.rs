@@ -17,6 +17,7 @@
 
 extern crate alloc;
 
+pub mod adam;
 pub mod autotune;
 pub mod compilation_cache;
 pub mod device;
@@ -36,6 +37,7 @@ mod sync;
 pub mod tensor_buffer;
 mod version;
 
+pub use adam::adam_step;
 pub use embedding::embedding_backward;
 pub use fingerprint::{DriverFingerprint, fingerprint_hash};
 pub use hooks::Runtime;

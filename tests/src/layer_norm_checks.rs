@@ -18,6 +18,7 @@ use ruda_runtime::layer_norm::{
 use ruda_runtime::prelude::DType;
 use ruda_runtime::{layer_norm_backward, layer_norm_forward};
 
+use crate::check_groups::{Check, run_groups};
 use crate::reference;
 
 /// The epsilon of every check.
@@ -734,9 +735,6 @@ pub fn gpu_shapes<Rt: Runtime>(client: &ComputeClient<Rt>) {
     Case::new("16384x1024", &[16384, 1024]).run(client);
 }
 
-/// One group of checks.
-type Check<Rt> = fn(&ComputeClient<Rt>);
-
 /// Runs every group on `client`, printing one line per group; returns the number that failed.
 pub fn run_all<Rt: Runtime>(client: &ComputeClient<Rt>, include_gpu_shapes: bool) -> usize {
     let mut groups: Vec<(&str, Check<Rt>)> = vec![
@@ -762,21 +760,5 @@ pub fn run_all<Rt: Runtime>(client: &ComputeClient<Rt>, include_gpu_shapes: bool
     if include_gpu_shapes {
         groups.push(("GPU shapes, both reductions", gpu_shapes::<Rt>));
     }
-    let mut failed = 0;
-    for (name, group) in groups {
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| group(client)));
-        match result {
-            Ok(()) => println!("PASS\t{name}"),
-            Err(panic) => {
-                failed += 1;
-                let message = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
-                println!("FAIL\t{name}: {message}");
-            }
-        }
-    }
-    failed
+    run_groups(client, &groups)
 }

@@ -9,11 +9,15 @@
 //!   against that reference, at edge and long shapes;
 //! - [`softmax_checks`]: every softmax variant and autotune candidate of a ruda runtime against
 //!   an f64 reference, over every dimension and special value;
+//! - [`adam_checks`]: the native Adam update against an f64 reference;
+//! - [`check_groups`]: running those checks group by group, as the GPU suite reports them;
 //! - [`soak`]: a small transformer trained for many steps, sampling device memory and the
 //!   cache directory, to show a leak as a slope;
 //! - [`plain_runtime`]: a CubeCL runtime with nothing of ruda's, to test the defaults and the
 //!   composed fallbacks.
 
+pub mod adam_checks;
+pub mod check_groups;
 pub mod differential;
 pub mod launches;
 pub mod layer_norm_checks;

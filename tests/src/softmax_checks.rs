@@ -19,6 +19,7 @@ use ruda_runtime::softmax::{
     tune::{CANDIDATES, Candidate},
 };
 
+use crate::check_groups::{Check, panic_text, run_groups};
 use crate::layer_norm_checks::{Rng, round_to, upload};
 
 /// Both kinds, for loops over them.
@@ -552,17 +553,6 @@ pub fn gpu_shapes<Rt: Runtime>(client: &ComputeClient<Rt>) {
     }
 }
 
-fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
-
-/// One group of checks.
-type Check<Rt> = fn(&ComputeClient<Rt>);
-
 /// Runs every group on `client`, printing one line per group; returns the number that failed.
 pub fn run_all<Rt: Runtime>(client: &ComputeClient<Rt>, include_gpu_shapes: bool) -> usize {
     let mut groups: Vec<(&str, Check<Rt>)> = vec![
@@ -580,17 +570,7 @@ pub fn run_all<Rt: Runtime>(client: &ComputeClient<Rt>, include_gpu_shapes: bool
     if include_gpu_shapes {
         groups.push(("softmax: GPU shapes", gpu_shapes::<Rt>));
     }
-    let mut failed = 0;
-    for (name, group) in groups {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| group(client))) {
-            Ok(()) => println!("PASS\t{name}"),
-            Err(panic) => {
-                failed += 1;
-                println!("FAIL\t{name}: {}", panic_text(&panic));
-            }
-        }
-    }
-    failed
+    run_groups(client, &groups)
 }
 
 /// Uploads row-major f32 values with `shape`.

@@ -404,3 +404,70 @@ fn this_machine_lists_the_cpu_adapter() {
         inventory.wgpu_devices
     );
 }
+
+// Adam: one parameter's update in one kernel (`ruda_runtime::adam`), against the f64 reference
+// of `ruda_tests::adam_checks` (the GPU suite runs the same checks on CUDA).
+
+fn adam_client() -> ComputeClient<RudaWgpu> {
+    RudaWgpu::client(&cpu())
+}
+
+#[test]
+fn adam_lengths_and_dtypes() {
+    ruda_tests::adam_checks::lengths_and_dtypes(&adam_client());
+}
+
+#[test]
+fn adam_options() {
+    ruda_tests::adam_checks::options(&adam_client());
+}
+
+#[test]
+fn adam_edge_cases() {
+    ruda_tests::adam_checks::edge_cases(&adam_client());
+}
+
+/// An f32 buffer of `shape` (zeros) on the CPU adapter.
+fn zeros(client: &ComputeClient<RudaWgpu>, shape: &[usize]) -> TensorBuffer {
+    let n = shape.iter().product();
+    TensorBuffer::from_f32s(
+        client,
+        &vec![0.0; n],
+        shape.to_vec().into(),
+        ruda_runtime::prelude::DType::F32,
+    )
+}
+
+fn adam_scalars(time: usize) -> ruda_runtime::adam::AdamScalars {
+    ruda_runtime::adam::AdamScalars {
+        lr: 1e-3,
+        beta_1: 0.9,
+        beta_2: 0.999,
+        epsilon: 1e-5,
+        weight_decay: 0.0,
+        time,
+    }
+}
+
+#[test]
+#[should_panic(expected = "Adam: the second moment must have the parameter's shape and dtype")]
+fn adam_rejects_a_moment_of_another_shape() {
+    let client = adam_client();
+    let _ = ruda_runtime::adam_step(
+        &client,
+        adam_scalars(1),
+        zeros(&client, &[4, 8]),
+        zeros(&client, &[4, 8]),
+        zeros(&client, &[4, 8]),
+        zeros(&client, &[8, 4]),
+        None,
+    );
+}
+
+#[test]
+#[should_panic(expected = "Adam: steps are counted from 1, got step 0")]
+fn adam_rejects_step_zero() {
+    let client = adam_client();
+    let z = || zeros(&client, &[3]);
+    let _ = ruda_runtime::adam_step(&client, adam_scalars(0), z(), z(), z(), z(), None);
+}

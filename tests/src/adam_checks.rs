@@ -1,0 +1,333 @@
+//! The Adam kernel's correctness checks, generic over the runtime: the integration tests run
+//! them on Mesa's lavapipe, the GPU suite on CUDA. Every result is compared with an f64
+//! reference of Burn's arithmetic computed from the stored (rounded) inputs; each check panics
+//! with a message naming the case when a result is off, and [`run_all`] runs every group and
+//! counts failures.
+//!
+//! Covered: f32/f16/bf16, lengths that vectorize and odd ones (scalar loads), a transposed
+//! gradient, the first step (zero moments) and a later one, weight decay, AMSGrad, a step
+//! count where the bias correction vanishes, a zero gradient, empty tensors.
+
+use cubecl::prelude::*;
+use ruda_runtime::TensorBuffer;
+use ruda_runtime::adam::{AdamScalars, adam_step};
+use ruda_runtime::prelude::DType;
+
+use crate::check_groups::run_groups;
+use crate::layer_norm_checks::{Rng, random, round_to, upload, upload_transposed};
+
+/// The f64 reference of one step: `(param', m', v', vmax')` (module documentation of
+/// `ruda_runtime::adam`), with the scalars as the kernel gets them (f32).
+pub fn reference(
+    s: AdamScalars,
+    param: &[f32],
+    grad: &[f32],
+    m: &[f32],
+    v: &[f32],
+    vmax: Option<&[f32]>,
+) -> [Vec<f64>; 4] {
+    let (b1, b2) = (s.beta_1 as f64, s.beta_2 as f64);
+    let t = s.time as i32;
+    let correction_2 = (1.0 - b2.powi(t)).sqrt();
+    let step = s.lr * correction_2 / (1.0 - b1.powi(t));
+    let eps = s.epsilon as f64 * correction_2;
+    let n = param.len();
+    let mut out: [Vec<f64>; 4] = std::array::from_fn(|_| Vec::with_capacity(n));
+    for i in 0..n {
+        let p = param[i] as f64;
+        let g = grad[i] as f64 + s.weight_decay as f64 * p;
+        let m1 = b1 * m[i] as f64 + (1.0 - b1) * g;
+        let v1 = b2 * v[i] as f64 + (1.0 - b2) * g * g;
+        let max = vmax.map_or(v1, |vmax| (vmax[i] as f64).max(v1));
+        out[0].push(p - step * m1 / (max.sqrt() + eps));
+        out[1].push(m1);
+        out[2].push(v1);
+        out[3].push(max);
+    }
+    out
+}
+
+fn supports<Rt: Runtime>(client: &ComputeClient<Rt>, dtype: DType) -> bool {
+    let storage: StorageType = dtype.into();
+    client.properties().supports_type(storage)
+}
+
+/// The dtypes the device stores, of f32, f16 and bf16.
+fn dtypes<Rt: Runtime>(client: &ComputeClient<Rt>) -> Vec<DType> {
+    [DType::F32, DType::F16, DType::BF16]
+        .into_iter()
+        .filter(|&dtype| {
+            let ok = supports(client, dtype);
+            if !ok {
+                println!("note: {dtype:?} not supported by this device, skipped");
+            }
+            ok
+        })
+        .collect()
+}
+
+/// Largest error of `got` against `want`, relative to the largest magnitude of `want` (the
+/// tensor's scale: a moment's elements near zero are compared at that scale).
+fn scaled_error(got: &[f32], want: &[f64]) -> f64 {
+    let scale = want
+        .iter()
+        .fold(0.0f64, |acc, w| acc.max(w.abs()))
+        .max(1e-30);
+    got.iter()
+        .zip(want)
+        .map(|(&g, &w)| {
+            if g.is_nan() || w.is_nan() {
+                if g.is_nan() && w.is_nan() {
+                    0.0
+                } else {
+                    f64::INFINITY
+                }
+            } else {
+                (g as f64 - w).abs() / scale
+            }
+        })
+        .fold(0.0, f64::max)
+}
+
+/// The tolerance of a result stored in `dtype` after f32 arithmetic: a few of its roundings.
+fn tolerance(dtype: DType) -> f64 {
+    match dtype {
+        DType::F16 => 4e-3,
+        DType::BF16 => 2e-2,
+        _ => 1e-5,
+    }
+}
+
+/// One check case: a parameter of `len` elements (`[rows, cols]` when `transposed_grad`).
+pub struct Case {
+    name: &'static str,
+    rows: usize,
+    cols: usize,
+    dtype: DType,
+    scalars: AdamScalars,
+    amsgrad: bool,
+    first_step: bool,
+    transposed_grad: bool,
+    zero_grad: bool,
+}
+
+impl Case {
+    pub fn new(name: &'static str, rows: usize, cols: usize) -> Self {
+        Self {
+            name,
+            rows,
+            cols,
+            dtype: DType::F32,
+            scalars: AdamScalars {
+                lr: 1e-2,
+                beta_1: 0.9,
+                beta_2: 0.999,
+                epsilon: 1e-5,
+                weight_decay: 0.0,
+                time: 4,
+            },
+            amsgrad: false,
+            first_step: false,
+            transposed_grad: false,
+            zero_grad: false,
+        }
+    }
+    pub fn dtype(mut self, dtype: DType) -> Self {
+        self.dtype = dtype;
+        self
+    }
+    pub fn amsgrad(mut self) -> Self {
+        self.amsgrad = true;
+        self
+    }
+    pub fn first_step(mut self) -> Self {
+        self.first_step = true;
+        self.scalars.time = 1;
+        self
+    }
+    pub fn time(mut self, time: usize) -> Self {
+        self.scalars.time = time;
+        self
+    }
+    pub fn weight_decay(mut self, penalty: f32) -> Self {
+        self.scalars.weight_decay = penalty;
+        self
+    }
+    pub fn transposed_grad(mut self) -> Self {
+        self.transposed_grad = true;
+        self
+    }
+    pub fn zero_grad(mut self) -> Self {
+        self.zero_grad = true;
+        self
+    }
+
+    pub fn run<Rt: Runtime>(&self, client: &ComputeClient<Rt>) {
+        let (n, dtype) = (self.rows * self.cols, self.dtype);
+        let shape = [self.rows, self.cols];
+        let mut rng = Rng(0x5eed ^ n as u64);
+        let param = random(&mut rng, n, 0.1, 1.0, dtype);
+        let grad = if self.zero_grad {
+            vec![0.0; n]
+        } else {
+            random(&mut rng, n, 0.0, 0.5, dtype)
+        };
+        let (m, v) = if self.first_step {
+            (vec![0.0; n], vec![0.0; n])
+        } else {
+            let m = random(&mut rng, n, 0.0, 0.05, dtype);
+            let v: Vec<f32> = random(&mut rng, n, 0.0, 0.02, DType::F32)
+                .iter()
+                .map(|x| x * x)
+                .collect();
+            (m, round_to(&v, dtype))
+        };
+        // AMSGrad's maximum: above the new second moment for some elements, below for others.
+        let vmax: Option<Vec<f32>> = self.amsgrad.then(|| {
+            let scaled: Vec<f32> = v
+                .iter()
+                .enumerate()
+                .map(|(i, x)| if i % 2 == 0 { x * 3.0 } else { x * 0.5 })
+                .collect();
+            round_to(&scaled, dtype)
+        });
+
+        let grad_buffer = if self.transposed_grad {
+            upload_transposed(client, &grad, self.rows, self.cols, dtype)
+        } else {
+            upload(client, &grad, &shape, dtype)
+        };
+        let update = adam_step(
+            client,
+            self.scalars,
+            upload(client, &param, &shape, dtype),
+            grad_buffer,
+            upload(client, &m, &shape, dtype),
+            upload(client, &v, &shape, dtype),
+            vmax.as_ref().map(|x| upload(client, x, &shape, dtype)),
+        );
+        let want = reference(self.scalars, &param, &grad, &m, &v, vmax.as_deref());
+        let results: [(&str, Option<&TensorBuffer>, &[f64]); 4] = [
+            ("parameter", Some(&update.param), &want[0]),
+            ("first moment", Some(&update.moment_1), &want[1]),
+            ("second moment", Some(&update.moment_2), &want[2]),
+            (
+                "second moment's maximum",
+                update.max_moment_2.as_ref(),
+                &want[3],
+            ),
+        ];
+        assert_eq!(
+            update.max_moment_2.is_some(),
+            self.amsgrad,
+            "{}: AMSGrad's maximum is returned exactly when given",
+            self.name
+        );
+        for (what, got, want) in results {
+            let Some(got) = got else { continue };
+            assert_eq!(
+                got.shape.to_vec(),
+                shape.to_vec(),
+                "{}: {what}'s shape",
+                self.name
+            );
+            assert_eq!(got.dtype, dtype, "{}: {what}'s dtype", self.name);
+            let got = got.to_f32s(client);
+            let err = scaled_error(&got, want);
+            let tol = tolerance(dtype);
+            assert!(
+                err <= tol,
+                "{} ({dtype:?}, {}x{}): {what} error {err:.3e} > {tol:.0e}",
+                self.name,
+                self.rows,
+                self.cols
+            );
+        }
+        if self.zero_grad && self.first_step && self.scalars.weight_decay == 0.0 {
+            let got = update.param.to_f32s(client);
+            assert_eq!(
+                got, param,
+                "{}: a zero first gradient moves nothing",
+                self.name
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Groups
+
+/// Every dtype at lengths that vectorize (4096, 1024x3) and odd ones (1, 7, 1027: scalar loads),
+/// a first step and a later one.
+pub fn lengths_and_dtypes<Rt: Runtime>(client: &ComputeClient<Rt>) {
+    for dtype in dtypes(client) {
+        for (rows, cols) in [(1, 1), (1, 7), (1, 1027), (64, 64), (1024, 3)] {
+            Case::new("later step", rows, cols).dtype(dtype).run(client);
+            Case::new("first step", rows, cols)
+                .dtype(dtype)
+                .first_step()
+                .run(client);
+        }
+    }
+}
+
+/// Weight decay, AMSGrad (first and later steps), both, a transposed gradient, a step count
+/// where the bias correction is 1 to f32 precision.
+pub fn options<Rt: Runtime>(client: &ComputeClient<Rt>) {
+    for dtype in dtypes(client) {
+        Case::new("weight decay", 33, 31)
+            .dtype(dtype)
+            .weight_decay(0.05)
+            .run(client);
+        Case::new("amsgrad", 33, 31)
+            .dtype(dtype)
+            .amsgrad()
+            .run(client);
+        Case::new("amsgrad, first step", 33, 31)
+            .dtype(dtype)
+            .amsgrad()
+            .first_step()
+            .run(client);
+        Case::new("amsgrad and weight decay", 8, 130)
+            .dtype(dtype)
+            .amsgrad()
+            .weight_decay(0.01)
+            .run(client);
+        Case::new("transposed gradient", 33, 31)
+            .dtype(dtype)
+            .transposed_grad()
+            .run(client);
+        Case::new("step 100000", 16, 16)
+            .dtype(dtype)
+            .time(100_000)
+            .run(client);
+    }
+}
+
+/// A zero gradient on the first step leaves the parameter as it was (0 / (0 + eps)), with and
+/// without AMSGrad; empty parameters give empty results.
+pub fn edge_cases<Rt: Runtime>(client: &ComputeClient<Rt>) {
+    Case::new("zero gradient", 4, 64)
+        .first_step()
+        .zero_grad()
+        .run(client);
+    Case::new("zero gradient, amsgrad", 4, 64)
+        .first_step()
+        .zero_grad()
+        .amsgrad()
+        .run(client);
+    Case::new("empty", 0, 16).run(client);
+    Case::new("empty, amsgrad", 3, 0).amsgrad().run(client);
+}
+
+/// Runs every group on `client`, printing one line per group; returns the number that failed.
+pub fn run_all<Rt: Runtime>(client: &ComputeClient<Rt>) -> usize {
+    run_groups(
+        client,
+        &[
+            ("adam: lengths and dtypes", lengths_and_dtypes::<Rt>),
+            ("adam: options", options::<Rt>),
+            ("adam: edge cases", edge_cases::<Rt>),
+        ],
+    )
+}
