@@ -72,6 +72,7 @@ pub mod backend;
 #[cfg(feature = "distributed")]
 pub mod distributed;
 pub mod ops;
+pub mod optim;
 pub mod rebind;
 pub mod transfer;
 

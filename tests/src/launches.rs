@@ -34,3 +34,8 @@ pub fn embedding_backward() -> usize {
 pub fn linear_backward() -> usize {
     launches(Kernel::LinearBackward)
 }
+
+/// Native Adam updates (one per parameter and step) so far.
+pub fn adam() -> usize {
+    launches(Kernel::Adam)
+}

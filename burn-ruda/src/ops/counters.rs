@@ -22,6 +22,8 @@ pub enum Kernel {
     EmbeddingBackward,
     /// A linear layer's backward as one operation (its products are counted as `Matmul` too).
     LinearBackward,
+    /// One parameter's Adam update.
+    Adam,
 }
 
 #[cfg(feature = "counters")]
@@ -30,7 +32,7 @@ mod imp {
     use core::sync::atomic::{AtomicUsize, Ordering};
 
     // One counter a kernel; Relaxed: a count is read on its own, after a sync that orders it.
-    static COUNTS: [AtomicUsize; 7] = [const { AtomicUsize::new(0) }; 7];
+    static COUNTS: [AtomicUsize; 8] = [const { AtomicUsize::new(0) }; 8];
 
     pub(crate) fn record(kernel: Kernel) {
         COUNTS[kernel as usize].fetch_add(1, Ordering::Relaxed);

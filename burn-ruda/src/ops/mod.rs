@@ -9,10 +9,12 @@
 //! - [`linear`]: a linear layer's backward as one operation ([`LinearBackend`]).
 //! - [`embedding`]: the embedding table's gradient.
 //! - [`given_grad`]: the root and seed of `backward_with_grad`'s node ([`GivenGradOps`]).
+//! - [`adam`]: one parameter's Adam update ([`AdamBackend`]), for [`crate::optim::Adam`].
 //!
 //! The autodiff nodes that record these ops as one node each are in [`crate::autodiff`], above
 //! this layer.
 
+pub mod adam;
 pub mod counters;
 pub(crate) mod custom_op;
 pub mod embedding;
@@ -27,6 +29,7 @@ pub mod softmax;
 use burn_backend::Backend;
 use burn_cubecl::CubeRuntime;
 
+pub use adam::AdamBackend;
 pub use given_grad::GivenGradOps;
 pub use layer_norm::LayerNormBackend;
 pub use linear::LinearBackend;

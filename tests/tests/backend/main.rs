@@ -8,5 +8,6 @@
 
 mod burn_backend;
 mod errors;
+mod optim;
 mod threads;
 mod transparency;

@@ -1,0 +1,224 @@
+//! `burn_ruda::optim::Adam` through Burn, on Mesa's CPU Vulkan driver: a small model trained
+//! for a few steps under `burn_ruda::Autodiff<Ruda>` takes the same weights as Burn's own Adam
+//! on NdArray from the same start (default options, weight decay with AMSGrad, gradient
+//! clipping), with one native update per parameter and step, and its optimizer record loads
+//! into Burn's Adam and back (the same state records).
+
+use burn::module::{AutodiffModule, Module};
+use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::optim::decay::WeightDecayConfig;
+use burn::optim::grad_clipping::GradientClippingConfig;
+use burn::optim::{GradientsParams, Optimizer};
+use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Tensor, TensorData};
+use burn_ruda::optim::AdamConfig;
+use burn_ruda::{Ruda, RudaWgpu};
+use cubecl::wgpu::WgpuDevice;
+use serial_test::serial;
+
+type Native = burn_ruda::Autodiff<Ruda<RudaWgpu>>;
+type Reference = burn::backend::Autodiff<burn::backend::NdArray>;
+
+/// Linear, LayerNorm, Linear: six parameters of three shapes.
+#[derive(Module, Debug)]
+struct Net<B: Backend> {
+    first: Linear<B>,
+    norm: LayerNorm<B>,
+    second: Linear<B>,
+}
+
+impl<B: Backend> Net<B> {
+    fn new(device: &B::Device) -> Self {
+        Self {
+            first: LinearConfig::new(8, 16).init(device),
+            norm: LayerNormConfig::new(16).init(device),
+            second: LinearConfig::new(16, 4).init(device),
+        }
+    }
+
+    fn loss(&self, x: Tensor<B, 2>) -> Tensor<B, 1> {
+        let y = self
+            .second
+            .forward(self.norm.forward(self.first.forward(x)));
+        (y.clone() * y).mean()
+    }
+}
+
+/// A deterministic `[rows, cols]` input in `[-1, 1)`.
+fn input<B: Backend>(step: usize, device: &B::Device) -> Tensor<B, 2> {
+    let values: Vec<f32> = (0..32 * 8)
+        .map(|i| (((i * 37 + step * 11) % 101) as f32 / 50.5) - 1.0)
+        .collect();
+    Tensor::from_data(TensorData::new(values, [32, 8]), device)
+}
+
+/// The module's weights as a record's bytes, loadable on any backend.
+fn weights<B: Backend>(net: Net<B>) -> Vec<u8> {
+    BinBytesRecorder::<FullPrecisionSettings>::default()
+        .record(net.into_record(), ())
+        .expect("record the weights")
+}
+
+fn load<B: Backend>(bytes: Vec<u8>, device: &B::Device) -> Net<B> {
+    let record = BinBytesRecorder::<FullPrecisionSettings>::default()
+        .load(bytes, device)
+        .expect("load the weights");
+    Net::new(device).load_record(record)
+}
+
+/// `steps` optimizer steps of `net` with `optimizer`; the weights after each.
+fn train<B: AutodiffBackend, O: Optimizer<Net<B>, B>>(
+    mut net: Net<B>,
+    optimizer: &mut O,
+    steps: std::ops::Range<usize>,
+) -> (Net<B>, Vec<Vec<TensorData>>) {
+    let device = net.devices()[0].clone();
+    let mut history = Vec::new();
+    for step in steps {
+        let grads = GradientsParams::from_grads(net.loss(input(step, &device)).backward(), &net);
+        net = optimizer.step(1e-2, net, grads);
+        history.push(params(&net));
+    }
+    (net, history)
+}
+
+fn params<B: AutodiffBackend>(net: &Net<B>) -> Vec<TensorData> {
+    let net = net.valid();
+    let mut out = vec![
+        net.first.weight.val().into_data(),
+        net.norm.gamma.val().into_data(),
+        net.second.weight.val().into_data(),
+    ];
+    out.extend(net.first.bias.as_ref().map(|b| b.val().into_data()));
+    out.extend(net.norm.beta.as_ref().map(|b| b.val().into_data()));
+    out.extend(net.second.bias.as_ref().map(|b| b.val().into_data()));
+    out
+}
+
+fn assert_same(what: &str, native: &[Vec<TensorData>], reference: &[Vec<TensorData>]) {
+    assert_eq!(native.len(), reference.len(), "{what}: steps");
+    for (step, (a, b)) in native.iter().zip(reference).enumerate() {
+        for (p, (a, b)) in a.iter().zip(b).enumerate() {
+            let (a, b) = (a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+            let scale = b.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
+            for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+                assert!(
+                    (x - y).abs() <= 2e-4 * scale,
+                    "{what}: step {step}, parameter {p}[{i}]: {x} vs Burn's {y}"
+                );
+            }
+        }
+    }
+}
+
+/// Trains the same start with `config` on ruda and with Burn's `burn_config` on NdArray.
+fn compare(what: &str, config: AdamConfig, burn_config: burn::optim::AdamConfig) {
+    let start = weights(Net::<Reference>::new(&Default::default()));
+    let device = WgpuDevice::Cpu;
+    let before = ruda_tests::launches::adam();
+    let mut native_optim = config.init::<Native, Net<Native>>();
+    let (_, native) = train(
+        load::<Native>(start.clone(), &device),
+        &mut native_optim,
+        0..3,
+    );
+    assert_eq!(
+        ruda_tests::launches::adam() - before,
+        6 * 3,
+        "{what}: one native update per parameter and step"
+    );
+    let mut burn_optim = burn_config.init::<Reference, Net<Reference>>();
+    let (_, reference) = train(
+        load::<Reference>(start, &Default::default()),
+        &mut burn_optim,
+        0..3,
+    );
+    assert_same(what, &native, &reference);
+}
+
+#[test]
+#[serial]
+fn adam_matches_burns_adam() {
+    compare(
+        "default options",
+        AdamConfig::new(),
+        burn::optim::AdamConfig::new(),
+    );
+}
+
+#[test]
+#[serial]
+fn adam_with_weight_decay_and_amsgrad_matches_burns() {
+    compare(
+        "weight decay and AMSGrad",
+        AdamConfig::new()
+            .with_amsgrad(true)
+            .with_beta_2(0.99)
+            .with_weight_decay(Some(WeightDecayConfig::new(0.05))),
+        burn::optim::AdamConfig::new()
+            .with_amsgrad(true)
+            .with_beta_2(0.99)
+            .with_weight_decay(Some(WeightDecayConfig::new(0.05))),
+    );
+}
+
+#[test]
+#[serial]
+fn adam_with_gradient_clipping_matches_burns() {
+    compare(
+        "gradient clipping",
+        AdamConfig::new().with_grad_clipping(Some(GradientClippingConfig::Norm(0.05))),
+        burn::optim::AdamConfig::new().with_grad_clipping(Some(GradientClippingConfig::Norm(0.05))),
+    );
+}
+
+#[test]
+#[serial]
+fn adam_records_move_between_ruda_and_burn() {
+    // Two steps with ruda's Adam, then its record (moments, step counts) into Burn's Adam on
+    // NdArray for a third step; and the same start with Burn's Adam throughout.
+    let start = weights(Net::<Reference>::new(&Default::default()));
+    let device = WgpuDevice::Cpu;
+    let mut native_optim = AdamConfig::new().init::<Native, Net<Native>>();
+    let (native_net, _) = train(
+        load::<Native>(start.clone(), &device),
+        &mut native_optim,
+        0..2,
+    );
+    let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
+    let optim_bytes = recorder
+        .record(native_optim.to_record(), ())
+        .expect("record ruda's optimizer");
+    let mut handed_over = burn::optim::AdamConfig::new()
+        .init::<Reference, Net<Reference>>()
+        .load_record(
+            recorder
+                .load(optim_bytes, &Default::default())
+                .expect("Burn's Adam loads ruda's record"),
+        );
+    let (_, after_handover) = train(
+        load::<Reference>(weights(native_net.valid()), &Default::default()),
+        &mut handed_over,
+        2..3,
+    );
+
+    let mut burn_optim = burn::optim::AdamConfig::new().init::<Reference, Net<Reference>>();
+    let (burn_net, _) = train(
+        load::<Reference>(start, &Default::default()),
+        &mut burn_optim,
+        0..2,
+    );
+    let (_, third) = train(burn_net, &mut burn_optim, 2..3);
+    assert_same("Burn's Adam from ruda's record", &after_handover, &third);
+
+    // And back: Burn's record into ruda's Adam.
+    let burn_bytes = recorder
+        .record(burn_optim.to_record(), ())
+        .expect("record Burn's optimizer");
+    let _ = AdamConfig::new().init::<Native, Net<Native>>().load_record(
+        recorder
+            .load(burn_bytes, &device)
+            .expect("ruda's Adam loads Burn's record"),
+    );
+}
