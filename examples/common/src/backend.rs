@@ -1,11 +1,15 @@
 //! The Burn backend type a run trains on, chosen at run time from `--backend` and the device.
 //!
-//! An example writes its training once, generic over `B: AutodiffBackend` ([`BackendJob`]), and
-//! [`run_on`] calls it with the type the flags chose: `burn_ruda::Autodiff<Ruda<RudaCuda>>` or
-//! `<Ruda<RudaWgpu>>`; with the cargo feature `burn-backends`, also Burn's own
+//! An example writes its training once, generic over `B: TrainingBackend` ([`BackendJob`]),
+//! and [`run_on`] calls it with the type the flags chose: `burn_ruda::Autodiff<Ruda<RudaCuda>>`
+//! or `<Ruda<RudaWgpu>>`; with the cargo feature `burn-backends`, also Burn's own
 //! `Autodiff<Wgpu>` and `Autodiff<Cuda>` for comparison. Each type is a separate instantiation of
 //! burn-train's Learner to compile, which is why Burn's own backends are behind a feature.
 
+use burn::module::AutodiffModule;
+use burn::optim::Optimizer;
+use burn::optim::adaptor::OptimizerAdaptor;
+use burn::tensor::backend::AutodiffBackend;
 use ruda_runtime::device::RudaDevice;
 
 use crate::cli::{ArgError, BackendChoice};
@@ -18,11 +22,49 @@ pub trait BackendJob {
 
     /// Runs the job on backend `B` and `devices` (one, or several for data-parallel training;
     /// never empty).
-    fn run<B: burn::tensor::backend::AutodiffBackend>(
-        self,
-        devices: Vec<B::Device>,
-    ) -> Self::Output;
+    fn run<B: TrainingBackend>(self, devices: Vec<B::Device>) -> Self::Output;
 }
+
+/// A backend the examples train on, with the Adam they train with there: ruda's
+/// (`burn_ruda::optim::Adam`, one native update per parameter) on ruda's backends, Burn's on
+/// Burn's. Both take Burn's default options and keep the same records.
+pub trait TrainingBackend: AutodiffBackend {
+    /// Adam for module `M` on this backend.
+    type Adam<M: AutodiffModule<Self> + 'static>: Optimizer<M, Self> + 'static;
+
+    /// Adam with Burn's default options.
+    fn adam<M: AutodiffModule<Self> + 'static>() -> Self::Adam<M>;
+}
+
+impl<B, C> TrainingBackend for burn_ruda::Autodiff<B, C>
+where
+    B: burn_ruda::NativeBackend + burn_ruda::ops::AdamBackend,
+    C: burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy,
+{
+    type Adam<M: AutodiffModule<Self> + 'static> =
+        OptimizerAdaptor<burn_ruda::optim::Adam, M, Self>;
+
+    fn adam<M: AutodiffModule<Self> + 'static>() -> Self::Adam<M> {
+        burn_ruda::optim::AdamConfig::new().init()
+    }
+}
+
+/// Burn's own backends (feature `burn-backends`) train with Burn's Adam.
+#[cfg(feature = "burn-backends")]
+macro_rules! burn_adam {
+    ($($backend:ty),*) => {$(
+        impl TrainingBackend for burn::backend::Autodiff<$backend> {
+            type Adam<M: AutodiffModule<Self> + 'static> =
+                OptimizerAdaptor<burn::optim::Adam, M, Self>;
+
+            fn adam<M: AutodiffModule<Self> + 'static>() -> Self::Adam<M> {
+                burn::optim::AdamConfig::new().init()
+            }
+        }
+    )*};
+}
+#[cfg(feature = "burn-backends")]
+burn_adam!(burn::backend::Wgpu, burn::backend::Cuda);
 
 /// Whether this build can run `backend`: Burn's own backends need the cargo feature
 /// `burn-backends`.

@@ -17,10 +17,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use burn::data::dataset::Dataset;
-use burn::tensor::backend::AutodiffBackend;
 use clap::Parser;
 use example_common::app_log::AppLog;
-use example_common::backend::{BackendJob, backend_type_name, check_available, run_on};
+use example_common::backend::{
+    BackendJob, TrainingBackend, backend_type_name, check_available, run_on,
+};
 use example_common::cli::{DeviceArgs, device_list, positive};
 use example_common::multi_device::BatchSplit;
 use example_common::read_ahead::ReadPoint;
@@ -149,7 +150,7 @@ struct Job {
 impl BackendJob for Job {
     type Output = Result<(), Box<dyn Error>>;
 
-    fn run<B: AutodiffBackend>(self, devices: Vec<B::Device>) -> Self::Output {
+    fn run<B: TrainingBackend>(self, devices: Vec<B::Device>) -> Self::Output {
         let Job {
             train_set,
             test_set,

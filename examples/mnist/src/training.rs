@@ -7,16 +7,14 @@ use std::sync::{Arc, Mutex};
 use burn::data::dataloader::DataLoaderBuilder;
 use burn::data::dataset::Dataset;
 use burn::lr_scheduler::linear::LinearLrSchedulerConfig;
-use burn::optim::AdamConfig;
 use burn::prelude::*;
 use burn::record::RecorderError;
-use burn::tensor::backend::AutodiffBackend;
 use burn::train::metric::{AccuracyMetric, LossMetric};
 use burn::train::{Learner, SupervisedTraining};
 
 use crate::data::{MnistBatcher, MnistDataset};
 use crate::model::{MnistModel, MnistModelConfig};
-use example_common::backend::ModelRecorder;
+use example_common::backend::{ModelRecorder, TrainingBackend};
 use example_common::deferred_read::ReadsAtNextBatch;
 use example_common::multi_device::{BatchSplit, execution_strategy};
 use example_common::training_log::{LineRenderer, TrainingLog};
@@ -73,7 +71,7 @@ pub struct MnistTrained<B: Backend> {
 ///
 /// Panics if `devices` is empty or the batch size is not a multiple of the number of devices
 /// (check with [`BatchSplit::new`] first).
-pub fn train<B: AutodiffBackend>(
+pub fn train<B: TrainingBackend>(
     devices: &[B::Device],
     train: MnistDataset,
     valid: MnistDataset,
@@ -134,7 +132,7 @@ pub fn train<B: AutodiffBackend>(
     }
 
     let model = config.model.init::<B>(&device);
-    let result = training.launch(Learner::new(model, AdamConfig::new().init(), lr));
+    let result = training.launch(Learner::new(model, B::adam(), lr));
     let log = log.lock().unwrap().clone();
     MnistTrained {
         model: result.model,

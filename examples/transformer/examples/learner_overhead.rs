@@ -40,13 +40,13 @@ use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
 use burn::data::dataset::Dataset;
 use burn::data::dataset::transform::{SamplerDataset, SamplerDatasetOptions};
-use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+use burn::optim::{GradientsParams, Optimizer};
 use burn::tensor::Transaction;
 use burn::tensor::backend::AutodiffBackend;
 use burn::train::{ItemLazy, Learner};
 use clap::Parser;
 use example_common::app_log::AppLog;
-use example_common::backend::{BackendJob, backend_type_name, run_on};
+use example_common::backend::{BackendJob, TrainingBackend, backend_type_name, run_on};
 use example_common::cli::{DeviceArgs, positive};
 use example_common::deferred_read::ReadsAtNextBatch;
 use example_common::thread_cpu::{CpuByRole, ROLES, ThreadCpu};
@@ -255,7 +255,7 @@ fn profile_window(
 impl BackendJob for Job {
     type Output = Result<(), Box<dyn Error>>;
 
-    fn run<B: AutodiffBackend>(self, devices: Vec<B::Device>) -> Self::Output {
+    fn run<B: TrainingBackend>(self, devices: Vec<B::Device>) -> Self::Output {
         let device = devices[0].clone();
         let mut bare = None;
         println!("piece     median ms/step  vs bare");
@@ -347,7 +347,7 @@ impl Job {
 
     /// The wall-clock time of every step of `piece` (warm-up included), step start to step
     /// start, and the CPU time of each kind of thread over the steps after the warm-up.
-    fn time_steps<B: AutodiffBackend>(
+    fn time_steps<B: TrainingBackend>(
         &self,
         piece: Piece,
         device: &B::Device,
@@ -375,7 +375,7 @@ impl Job {
         match piece {
             Piece::Bare | Piece::Clone | Piece::Read | Piece::Loader => {
                 let mut model = Some(self.model::<B>(device));
-                let mut optim = AdamConfig::new().init::<B, CharLm<B>>();
+                let mut optim = B::adam::<CharLm<B>>();
                 // Only `loader` starts the loader's workers: they upload batches ahead.
                 let loader = (piece == Piece::Loader).then(|| self.loader::<B>(device));
                 let mut batches = loader.as_ref().map(|loader| loader.iter());
@@ -411,11 +411,7 @@ impl Job {
                 }
             }
             Piece::Learner => {
-                let mut learner = Learner::new(
-                    self.model::<B>(device),
-                    AdamConfig::new().init(),
-                    LEARNING_RATE,
-                );
+                let mut learner = Learner::new(self.model::<B>(device), B::adam(), LEARNING_RATE);
                 let loader = ReadsAtNextBatch::wrap(self.loader::<B>(device));
                 let mut batches = loader.iter();
                 // A step's read runs when the next batch is asked for, so each output is synced

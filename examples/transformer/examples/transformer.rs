@@ -18,11 +18,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use burn::module::Module;
-use burn::tensor::backend::AutodiffBackend;
 use clap::Parser;
 use example_common::app_log::AppLog;
 use example_common::backend::{
-    BackendJob, ModelRecorder, backend_type_name, check_available, run_on,
+    BackendJob, ModelRecorder, TrainingBackend, backend_type_name, check_available, run_on,
 };
 use example_common::cli::{DeviceArgs, device_list, positive};
 use example_common::multi_device::BatchSplit;
@@ -211,7 +210,7 @@ struct Job {
 impl BackendJob for Job {
     type Output = Result<(), Box<dyn Error>>;
 
-    fn run<B: AutodiffBackend>(self, devices: Vec<B::Device>) -> Self::Output {
+    fn run<B: TrainingBackend>(self, devices: Vec<B::Device>) -> Self::Output {
         let Job {
             prepared,
             config,

@@ -7,15 +7,14 @@ use burn::data::dataloader::DataLoaderBuilder;
 use burn::data::dataset::Dataset;
 use burn::data::dataset::transform::{SamplerDataset, SamplerDatasetOptions};
 use burn::lr_scheduler::linear::LinearLrSchedulerConfig;
-use burn::optim::AdamConfig;
 use burn::prelude::*;
-use burn::tensor::backend::AutodiffBackend;
 use burn::train::metric::{AccuracyMetric, LossMetric};
 use burn::train::{Learner, SupervisedTraining};
 
 use crate::data::{CharLmBatcher, CharWindows, split_tokens};
 use crate::model::{CharLm, CharLmConfig};
 use crate::tokenizer::{CharTokenizer, unigram_entropy};
+use example_common::backend::TrainingBackend;
 use example_common::deferred_read::ReadsAtNextBatch;
 use example_common::multi_device::{BatchSplit, execution_strategy};
 use example_common::training_log::{LineRenderer, TrainingLog};
@@ -129,7 +128,7 @@ pub struct CharLmTrained<B: Backend> {
 ///
 /// Fails if the batch size is not a multiple of the number of devices; panics if `devices` is
 /// empty.
-pub fn train<B: AutodiffBackend>(
+pub fn train<B: TrainingBackend>(
     devices: &[B::Device],
     text: &PreparedText,
     config: &CharLmTraining,
@@ -219,7 +218,7 @@ pub fn train<B: AutodiffBackend>(
     }
 
     let model = model_config.init::<B>(&device);
-    let result = training.launch(Learner::new(model, AdamConfig::new().init(), lr));
+    let result = training.launch(Learner::new(model, B::adam(), lr));
     let log = log.lock().unwrap().clone();
     Ok(CharLmTrained {
         model: result.model,
