@@ -2,6 +2,7 @@
 """What the GPU does, and does not do, in a window of a CUPTI trace (benches/device/cupti_trace.c).
 
     python3 gpu_timeline.py TRACE (--burst K | --window-ms W [--skip-end-ms S]) [--steps N]
+                            [--step-start REGEX [--products REGEX]]
 
 The window is either a burst, the K-th from the end (-1 the last) of the stretches of GPU
 activity that pauses of at least --pause-ms (default 100) separate (gpu_suite --step sleeps
@@ -18,6 +19,12 @@ launch through cudart) that issued the activity after each gap:
 with the gaps' sizes; the API calls in the window (count and host time by name, by thread; a
 runtime call's time includes the driver calls it makes);
 the synchronizations; the streams; the largest kernels.
+
+With --step-start, each step begins at a kernel whose name matches REGEX (the first of a run of
+matches, e.g. the embedding lookups' `select_kernel`), and the report splits every step at the
+end of its last matrix product (kernel names matching --products, cuBLAS's by default): the
+step's tail after it is the backward's last element-wise work and the optimizer's update, where
+the GPU has little to do and the host issues many small operations.
 """
 import argparse
 import bisect
@@ -59,6 +66,35 @@ def read(path):
     return gpu, api, syncs, dropped
 
 
+# cuBLAS's kernels: its GEMM families (nvjet, cutlass, xmma), gemv, dot and their reductions.
+PRODUCTS = r"nvjet|cutlass|xmma|gemm|gemv|splitKreduce|dot_kernel|reduce_1Block"
+
+
+def step_tails(inside, start_re, product_re):
+    """Per step (kernels matching start_re open one, the first of a run of them): its length,
+    and the length, kernels and GPU busy time after the end of its last product."""
+    starts, previous_matched = [], False
+    for r in inside:
+        if r[0] != "kernel":
+            continue
+        matched = bool(start_re.search(r[5]))
+        if matched and not previous_matched:
+            starts.append(r[1])
+        previous_matched = matched
+    rows = []
+    for a, b in zip(starts, starts[1:]):
+        step = [r for r in inside if a <= r[1] < b]
+        products = [r[2] for r in step if r[0] == "kernel" and product_re.search(r[5])]
+        if not products:
+            continue
+        last = max(products)
+        tail = [r for r in step if r[1] >= last]
+        rows.append(((b - a) / 1e6, (b - last) / 1e6,
+                     sum(1 for r in tail if r[0] == "kernel"),
+                     sum(r[2] - r[1] for r in tail) / 1e6))
+    return rows
+
+
 def short(name, width=90):
     name = re.sub(r"\s+", " ", name)
     return name if len(name) <= width else name[: width - 3] + "..."
@@ -69,11 +105,17 @@ def main():
     ap.add_argument("trace")
     ap.add_argument("--burst", type=int, default=None)
     ap.add_argument("--pause-ms", type=float, default=100.0)
-    ap.add_argument("--window-ms", type=float, default=450.0)
+    ap.add_argument("--window-ms", type=float, default=None)
     ap.add_argument("--skip-end-ms", type=float, default=0.0)
     ap.add_argument("--steps", type=int, default=0, help="steps in the window: per-step figures")
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--step-start", default=None, metavar="REGEX",
+                    help="kernel names that open a step: per-step split at the last product")
+    ap.add_argument("--products", default=PRODUCTS, metavar="REGEX",
+                    help="kernel names of the matrix products (default: cuBLAS's)")
     a = ap.parse_args()
+    if a.burst is None and a.window_ms is None:
+        ap.error("give --burst K or --window-ms W")
 
     gpu, api, syncs, dropped = read(a.trace)
     if not gpu:
@@ -144,8 +186,7 @@ def main():
     causes = collections.defaultdict(lambda: [0, 0])
     sizes = collections.Counter()
     transitions = collections.defaultdict(lambda: [0, 0])
-    ordered = inside
-    kinds_at = [r[1] for r in ordered]
+    starts = [r[1] for r in inside]
     for g0, g1, nxt in gaps:
         length = g1 - g0
         end = call_end.get(nxt[4])
@@ -158,8 +199,8 @@ def main():
         bucket = ("<2 us" if us < 2 else "2-5 us" if us < 5 else "5-10 us" if us < 10
                   else "10-50 us" if us < 50 else "50-500 us" if us < 500 else ">=500 us")
         sizes[bucket] += length
-        i = bisect.bisect_left(kinds_at, g0) - 1
-        before = ordered[i][0] if i >= 0 else "-"
+        i = bisect.bisect_left(starts, g0) - 1
+        before = inside[i][0] if i >= 0 else "-"
         key = f"{cause}: {before.split()[0]} -> {nxt[0].split()[0]} ({call_name.get(nxt[4], '?')})"
         transitions[key][0] += length
         transitions[key][1] += 1
@@ -215,6 +256,18 @@ def main():
     print(f"\n## The {a.top} largest kernels")
     for name, (ns, n) in sorted(kern.items(), key=lambda kv: -kv[1][0])[: a.top]:
         print(line(f"  {n / max(per, 1):.0f}x/step" if per else f"  {n}x", ns, n) + "  " + short(name))
+
+    if a.step_start:
+        rows = step_tails(inside, re.compile(a.step_start), re.compile(a.products))
+        print(f"\n## Each step's tail after its last product ({len(rows)} whole steps; "
+              f"steps open at /{a.step_start}/)")
+        if rows:
+            med = lambda i: sorted(r[i] for r in rows)[len(rows) // 2]
+            mean = lambda i: sum(r[i] for r in rows) / len(rows)
+            print(f"  {'':<32}{'median':>10}{'mean':>10}")
+            for i, label in enumerate(["step (ms)", "tail after the last product (ms)",
+                                       "kernels in the tail", "GPU busy in the tail (ms)"]):
+                print(f"  {label:<32}{med(i):>10.2f}{mean(i):>10.2f}")
 
 
 if __name__ == "__main__":

@@ -42,10 +42,11 @@ STEPS=(
   "benchmarks|the published comparison: gpu_suite --benchmarks on every backend present (RUDA_BENCH_BACKENDS narrows), torch_layernorm.py at the 9 shapes (benchmarks.csv, torch.tsv)"
   "transformer-step|the transformer's bare training step, one gpu_suite process (STEP_BACKENDS=ruda-cuda,burn-cuda,ruda-cuda-bf16,burn-cuda-bf16; steps.csv)"
   "torch-step|the PyTorch transformer step (dropout 0, no final LayerNorm: NOT equal work) in f32, TF32 and bf16 with its kernel time by family (torch.txt)"
+  "adam-checks|the native Adam update's checks against the f64 reference on CUDA (gpu_suite --adam; adam.txt)"
   "softmax|softmax and log-softmax: the checks on CUDA against the f64 reference, the kernels against a copy of the same bytes back to back (gpu_suite --softmax; SOFTMAX_ARGS=--no-checks: the kernels only), PyTorch's softmaxes and copy (benches/torch/softmax.py) (softmax.txt)"
   "step-equal|the equal-work comparison in one call: ruda's bare step (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0,0.1) with kernels, products and host CPU per step, the same with RUDA_SOFTMAX=burn (STEP_SOFTMAX_AB=1), with RUDA_MATMUL_NESTED=on and off again (STEP_NESTED_AB=1), with the linear backward as one operation, as Burn's three, as one (STEP_LINEAR_AB=1), .device/gpu_suite_before then this build again (STEP_BEFORE_AB=1), then benches/torch/transformer_step.py --all (TORCH_BUDGET_S=240) (step-equal.txt)"
   "host-sample|where the transformer step's service threads spend their time: gpu_suite --step --sample-threads over 50 steps synced and 50 back to back (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0.1), no launch log; raw samples samples-*.txt for benches/device/symbolize_samples.py with the unstripped build (host-sample.txt)"
-  "gpu-timeline|what the GPU does between kernels in the transformer step: gpu_suite --step untraced, then traced by CUPTI (.device/cupti/, prepare.sh cupti_trace) and read by gpu_timeline.py over the 10 synced and the 30 back-to-back steps, one process per backend (TIMELINE_BACKENDS='ruda-cuda-bf16 ruda-cuda', STEP_DROPOUTS=0.1; TIMELINE_TORCH=1: and the equal-work PyTorch step traced, once per ';'-separated set of TIMELINE_TORCH_ARGS (default '--dtype bf16;--dtype f32'); gpu-timeline.txt, trace-*.tsv.xz)"
+  "gpu-timeline|what the GPU does between kernels in the transformer step: per backend (TIMELINE_BACKENDS='ruda-cuda-bf16 ruda-cuda') and Adam (TIMELINE_ADAMS='ruda burn': RUDA_BENCH_ADAM), gpu_suite --step untraced (STEP_DROPOUTS=0.1), then at TIMELINE_DROPOUT=0.1 traced by CUPTI (.device/cupti/, prepare.sh cupti_trace) and read by gpu_timeline.py over the 10 synced and the 30 back-to-back steps, with each step's tail after its last product; TIMELINE_TORCH=1: and the equal-work PyTorch step untraced at dropout 0.1 and 0, then traced, once per ';'-separated set of TIMELINE_TORCH_ARGS (default '--dtype bf16;--dtype f32'); gpu-timeline.txt, traces.tar.xz)"
   "reliability|the soak run: a small transformer for SOAK_STEPS=10000 steps, memory and cache sampled (gpu_suite --soak, SOAK_TIMEOUT=480; SOAK_STEPS=0: none), then an injected cuBLAS failure is an error at the next read (RUDA_FAULT_INJECT=ruda_matmul) and f64 LayerNorm and softmax match NdArray (gpu_suite --faults, FAULTS_TIMEOUT=120; reliability.txt)"
   "launch-costs|the host's cost per call on CUDA: a CubeCL launch, a cuBLAS product, an allocation back to back on tiny tensors (ruda_runtime and Burn's Ruda), a product's fence and cuBLAS call alone on the device thread (gpu_suite --launch-costs; launch-costs.txt)"
   "torch-step-equal|the equal-work PyTorch transformer step, benches/torch/transformer_step.py (dropout 0.1, final LayerNorm; TORCH_STEP_ARGS passes its flags; torch-equal.txt)"
@@ -532,6 +533,16 @@ step_softmax() {
   return 0
 }
 
+step_adam_checks() {
+  need gpu_suite || return 1
+  carry_caches
+  toml /tmp/suite-ruda /tmp/cc "" /tmp/cc/ptx
+  echo "== Adam: checks against the f64 reference ($(date +%T))" | tee -a "$out/adam.txt"
+  (cd /tmp/suite-ruda && timeout 120 "$dev/gpu_suite" --adam 2>&1) >>"$out/adam.txt"
+  echo "   exit $?"; grep -E "^(PASS|FAIL)" "$out/adam.txt"
+  return 0
+}
+
 # step_run LABEL ENV...: one gpu_suite --step process (in /tmp/step-ruda: ruda's cache root,
 # CubeCL's profiling log at level "minimal" for the launch counts), its rows into step-equal.txt.
 step_run() {
@@ -601,34 +612,35 @@ step_host_sample() {
 # and its 3 windows of 10 steps back to back.
 step_gpu_timeline() {
   need gpu_suite || return 1
-  local lib=$dev/cupti/libcupti_trace.so log=$out/gpu-timeline.txt dir=/tmp/step-ruda b trace
+  local lib=$dev/cupti/libcupti_trace.so log=$out/gpu-timeline.txt b adam label
   [ -f "$lib" ] || { echo "run.sh: $lib is missing: run benches/device/prepare.sh cupti_trace" >&2; return 1; }
   carry_caches
-  toml "$dir" /tmp/cc "" /tmp/cc/ptx
+  toml /tmp/step-ruda /tmp/cc "" /tmp/cc/ptx
   header "$log"
   for b in ${TIMELINE_BACKENDS:-ruda-cuda-bf16 ruda-cuda}; do
-    echo "== $b untraced ($(date +%T))" | tee -a "$log"
-    (cd "$dir" && RUDA_BENCH_BACKENDS=$b timeout "${STEP_TIMEOUT:-300}" "$dev/gpu_suite" --step \
-        --dropouts "${STEP_DROPOUTS:-0.1}" --steps 20 2>&1) >>"$log"
-    echo "   exit $?"; grep -E "^(ruda|burn)-" "$log" | tail -1
-    trace=/tmp/trace-$b.tsv
-    echo "== $b traced ($(date +%T))" | tee -a "$log"
-    (cd "$dir" && CUDA_INJECTION64_PATH=$lib CUPTI_TRACE_OUT=$trace RUDA_BENCH_BACKENDS=$b \
-        timeout "${STEP_TIMEOUT:-300}" "$dev/gpu_suite" --step --dropouts "${STEP_DROPOUTS:-0.1}" \
-        --steps 20 2>&1) >>"$log"
-    echo "   exit $?"; grep -E "^(ruda|burn)-" "$log" | tail -1
-    timeline "$trace" "$b" 10 30
+    for adam in ${TIMELINE_ADAMS:-ruda burn}; do
+      label=$b-adam-$adam
+      timeline_step "$log" "$label" "$b" "$adam" "${STEP_DROPOUTS:-0.1}"
+      timeline_step "$log" "$label" "$b" "$adam" "${TIMELINE_DROPOUT:-0.1}" /tmp/trace-$label.tsv
+      timeline "$log" /tmp/trace-$label.tsv "$label" 10 30 select_kernel
+    done
   done
   if [ "${TIMELINE_TORCH:-0}" = 1 ]; then
     local sets args n=0 median rc
     IFS=';' read -ra sets <<<"${TIMELINE_TORCH_ARGS:---dtype bf16;--dtype f32}"
     for args in "${sets[@]}"; do
       n=$((n + 1))
-      trace=/tmp/trace-torch-$n.tsv
+      echo "== PyTorch $args untraced, dropout 0.1 and 0 ($(date +%T))" | tee -a "$log"
+      for p in 0.1 0.0; do
+        # shellcheck disable=SC2086
+        timeout "${TORCH_TIMEOUT:-150}" python3 "$top/benches/torch/transformer_step.py" $args \
+          --dropout $p --steps 30 >>"$log" 2>&1
+        echo "   exit $?"; grep "^torch-step" "$log" | tail -1 | grep -o "dtype=[^ ]*\|dropout=[^ ]*\|step_ms_median=[^ ]*" | tr '\n' ' '; echo
+      done
       echo "== PyTorch $args traced ($(date +%T))" | tee -a "$log"
       # shellcheck disable=SC2086
-      CUDA_INJECTION64_PATH=$lib CUPTI_TRACE_OUT=$trace timeout "${TORCH_TIMEOUT:-150}" python3 \
-        "$top/benches/torch/transformer_step.py" $args --steps 30 >>"$log" 2>&1
+      CUDA_INJECTION64_PATH=$lib CUPTI_TRACE_OUT=/tmp/trace-torch-$n.tsv timeout "${TORCH_TIMEOUT:-150}" \
+        python3 "$top/benches/torch/transformer_step.py" $args --steps 30 >>"$log" 2>&1
       rc=$?
       echo "   exit $rc"
       [ $rc = 0 ] || continue
@@ -637,23 +649,47 @@ step_gpu_timeline() {
       median=$(grep -o 'step_ms_median=[0-9.]*' "$log" | tail -1 | cut -d= -f2)
       [ -n "$median" ] || continue
       echo "-- torch-$n ($args): the last 20 timed steps, median $median ms" >>"$log"
-      python3 "$here/gpu_timeline.py" "$trace" --window-ms "$(awk "BEGIN{print 20 * $median}")" \
-        --steps 20 >>"$log" 2>&1
-      tail -n 300000 "$trace" | xz -T0 >"$out/trace-torch-$n.tsv.xz"
+      python3 "$here/gpu_timeline.py" /tmp/trace-torch-$n.tsv --window-ms "$(awk "BEGIN{print 20 * $median}")" \
+        --steps 20 --step-start vectorized_gather_kernel >>"$log" 2>&1
+      keep_trace /tmp/trace-torch-$n.tsv torch-$n
       grep -A4 "^-- torch-$n" "$log" | grep -E "^--|busy|idle  "
     done
   fi
+  # One file for every trace: a call brings back 8 files at most.
+  tar -C /tmp/traces -cf - . | xz -T0 >"$out/traces.tar.xz"
   return 0
 }
 
-# timeline TRACE NAME SYNCED PIPELINED: gpu_timeline.py over the trace's last two bursts.
+# keep_trace TRACE NAME: the trace's last 300,000 records (the last steps), into the traces
+# archive, which must stay under 16 MiB to come back.
+keep_trace() {
+  mkdir -p /tmp/traces
+  tail -n 300000 "$1" >"/tmp/traces/trace-$2.tsv"
+}
+
+# timeline_step LOG LABEL BACKEND ADAM DROPOUTS [TRACE]: gpu_suite --step on BACKEND with
+# RUDA_BENCH_ADAM=ADAM, untraced, or traced by CUPTI into TRACE.
+timeline_step() {
+  local log=$1 label=$2 backend=$3 adam=$4 dropouts=$5 trace=${6:-}
+  local vars=(RUDA_BENCH_BACKENDS="$backend" RUDA_BENCH_ADAM="$adam")
+  [ -n "$trace" ] && vars+=(CUDA_INJECTION64_PATH="$dev/cupti/libcupti_trace.so" CUPTI_TRACE_OUT="$trace")
+  echo "== $label, dropouts $dropouts, ${trace:+traced}${trace:-untraced} ($(date +%T))" | tee -a "$log"
+  (cd /tmp/step-ruda && env "${vars[@]}" timeout "${STEP_TIMEOUT:-300}" "$dev/gpu_suite" --step \
+    --dropouts "$dropouts" --steps 20 2>&1) >>"$log"
+  echo "   exit $?"; grep -E "^(ruda|burn)-" "$log" | tail -2
+}
+
+# timeline LOG TRACE NAME SYNCED PIPELINED STEP_START: gpu_timeline.py over the trace's last two
+# bursts (the synced steps, then the steps back to back), steps opening at STEP_START.
 timeline() {
-  echo "-- $2: synced steps" >>"$log"
-  python3 "$here/gpu_timeline.py" "$1" --burst -2 --steps "$3" >>"$log" 2>&1
-  echo "-- $2: steps back to back" >>"$log"
-  python3 "$here/gpu_timeline.py" "$1" --burst -1 --steps "$4" >>"$log" 2>&1
-  tail -n 300000 "$1" | xz -T0 >"$out/trace-$2.tsv.xz" # the last steps: a file comes back under 16 MiB
-  grep -A4 "^-- $2" "$log" | grep -E "^--|busy|idle  " 
+  local log=$1 trace=$2 name=$3
+  echo "-- $name: synced steps" >>"$log"
+  python3 "$here/gpu_timeline.py" "$trace" --burst -2 --steps "$4" --step-start "$6" >>"$log" 2>&1
+  echo "-- $name: steps back to back" >>"$log"
+  python3 "$here/gpu_timeline.py" "$trace" --burst -1 --steps "$5" --step-start "$6" >>"$log" 2>&1
+  keep_trace "$trace" "$name"
+  grep -A4 "^-- $name" "$log" | grep -E "^--|busy|idle  "
+  grep -A3 "^## Each step's tail" "$log" | tail -2
 }
 
 step_reliability() {

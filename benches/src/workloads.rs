@@ -11,6 +11,7 @@ use ruda_runtime::prelude::DType;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use burn_ruda::BackwardWithGrad;
+use burn_ruda::ops::AdamBackend;
 
 use crate::contenders::Contender;
 use crate::layer_norm::{Case, EPSILON, Inputs, Pass, layer_norm_call};
@@ -190,42 +191,48 @@ pub fn prepare(contender: &Contender, workload: Workload) -> Option<Call> {
             Workload::LayerNormKernel { rows, d, pass } => {
                 native_layer_norm::<ruda_runtime::RudaCuda>(Default::default(), rows, d, pass)
             }
-            _ => autodiff_call::<burn_ruda::Autodiff<burn_ruda::Ruda<ruda_runtime::RudaCuda>>>(
-                Default::default(),
-                workload,
-            ),
+            _ => autodiff_call::<
+                burn_ruda::Autodiff<burn_ruda::Ruda<ruda_runtime::RudaCuda>>,
+                RudaAdams,
+            >(Default::default(), workload),
         },
         #[cfg(feature = "cuda")]
         Contender::RudaCudaComposed => autodiff_call::<
             BurnAutodiff<burn_ruda::Ruda<ruda_runtime::RudaCuda>>,
+            BurnAdams,
         >(Default::default(), workload),
         #[cfg(feature = "cuda")]
         Contender::RudaCudaBf16 => bf16_step::<
             burn_ruda::Autodiff<burn_ruda::Ruda<ruda_runtime::RudaCuda, bf16>>,
+            RudaAdams,
         >(Default::default(), workload),
         #[cfg(not(feature = "cuda"))]
         Contender::RudaCuda | Contender::RudaCudaComposed | Contender::RudaCudaBf16 => {
             panic!("{}: built without the `cuda` feature", contender.name())
         }
-        Contender::BurnCudaBf16 => {
-            bf16_step::<BurnAutodiff<burn::backend::Cuda<bf16>>>(Default::default(), workload)
-        }
-        Contender::BurnCuda => {
-            autodiff_call::<BurnAutodiff<burn::backend::Cuda>>(Default::default(), workload)
-        }
+        Contender::BurnCudaBf16 => bf16_step::<BurnAutodiff<burn::backend::Cuda<bf16>>, BurnAdams>(
+            Default::default(),
+            workload,
+        ),
+        Contender::BurnCuda => autodiff_call::<BurnAutodiff<burn::backend::Cuda>, BurnAdams>(
+            Default::default(),
+            workload,
+        ),
         Contender::RudaWgpu(device) => match workload {
             Workload::LayerNormKernel { rows, d, pass } => {
                 native_layer_norm::<ruda_runtime::RudaWgpu>(device.clone(), rows, d, pass)
             }
-            _ => autodiff_call::<burn_ruda::Autodiff<burn_ruda::Ruda<ruda_runtime::RudaWgpu>>>(
-                device.clone(),
-                workload,
-            ),
+            _ => autodiff_call::<
+                burn_ruda::Autodiff<burn_ruda::Ruda<ruda_runtime::RudaWgpu>>,
+                RudaAdams,
+            >(device.clone(), workload),
         },
         Contender::BurnWgpu(device) => {
-            autodiff_call::<BurnAutodiff<Wgpu>>(device.clone(), workload)
+            autodiff_call::<BurnAutodiff<Wgpu>, BurnAdams>(device.clone(), workload)
         }
-        Contender::NdArray => autodiff_call::<BurnAutodiff<NdArray>>(Default::default(), workload),
+        Contender::NdArray => {
+            autodiff_call::<BurnAutodiff<NdArray>, BurnAdams>(Default::default(), workload)
+        }
     })
 }
 
@@ -266,12 +273,12 @@ fn native_layer_norm<R: Runtime>(device: R::Device, rows: usize, d: usize, pass:
 }
 
 /// A workload through Burn under the autodiff backend `B`.
-fn autodiff_call<B: BackwardWithGrad>(device: B::Device, workload: Workload) -> Call {
+fn autodiff_call<B: BackwardWithGrad, A: Adams<B>>(device: B::Device, workload: Workload) -> Call {
     B::seed(&device, 42);
     match workload {
         Workload::LayerNormBurn { rows, d, pass } => layer_norm_call::<B>(device, rows, d, pass),
-        Workload::TransformerStep(size) => transformer_step::<B>(device, size),
-        Workload::MnistStep { batch } => mnist_step::<B>(device, batch),
+        Workload::TransformerStep(size) => transformer_step::<B, A>(device, size),
+        Workload::MnistStep { batch } => mnist_step::<B, A>(device, batch),
         Workload::LayerNormKernel { .. } => {
             unreachable!("the kernel-level workload runs on ruda's runtimes, not through Burn")
         }
@@ -280,10 +287,10 @@ fn autodiff_call<B: BackwardWithGrad>(device: B::Device, workload: Workload) -> 
 
 /// The transformer step of a bf16 contender (the only workload they run: see
 /// [`Workload::applies_to`]), without instantiating the other workloads for bf16.
-fn bf16_step<B: AutodiffBackend>(device: B::Device, workload: Workload) -> Call {
+fn bf16_step<B: AutodiffBackend, A: Adams<B>>(device: B::Device, workload: Workload) -> Call {
     B::seed(&device, 42);
     match workload {
-        Workload::TransformerStep(size) => transformer_step::<B>(device, size),
+        Workload::TransformerStep(size) => transformer_step::<B, A>(device, size),
         other => unreachable!("bf16 contenders run the transformer step only, not {other:?}"),
     }
 }
@@ -292,7 +299,10 @@ fn bf16_step<B: AutodiffBackend>(device: B::Device, workload: Workload) -> Call 
 /// random batch, and the time of a step does not depend on it).
 const STEP_LEARNING_RATE: f64 = 1e-4;
 
-fn transformer_step<B: AutodiffBackend>(device: B::Device, size: TransformerSize) -> Call {
+fn transformer_step<B: AutodiffBackend, A: Adams<B>>(
+    device: B::Device,
+    size: TransformerSize,
+) -> Call {
     let model = CharLmConfig::new(size.vocab, size.seq_len)
         .with_d_model(size.d_model)
         .with_n_heads(size.heads)
@@ -311,12 +321,12 @@ fn transformer_step<B: AutodiffBackend>(device: B::Device, size: TransformerSize
         inputs: tokens(),
         targets: tokens(),
     };
-    adam_step(device, model, move |m: &CharLm<B>| {
+    adam_step(device, model, A::optimizer(), move |m: &CharLm<B>| {
         m.forward_loss(batch.clone()).loss
     })
 }
 
-fn mnist_step<B: AutodiffBackend>(device: B::Device, batch_size: usize) -> Call {
+fn mnist_step<B: AutodiffBackend, A: Adams<B>>(device: B::Device, batch_size: usize) -> Call {
     let model = MnistModelConfig::new().init::<B>(&device);
     let batch = MnistBatch {
         images: Tensor::<B, 3>::random(
@@ -330,7 +340,7 @@ fn mnist_step<B: AutodiffBackend>(device: B::Device, batch_size: usize) -> Call 
             &device,
         ),
     };
-    adam_step(device, model, move |m: &MnistModel<B>| {
+    adam_step(device, model, A::optimizer(), move |m: &MnistModel<B>| {
         m.forward_classification(batch.clone()).loss
     })
 }
@@ -347,21 +357,92 @@ pub fn set_sync_every_step(sync: bool) {
     SYNC_EVERY_STEP.store(sync, Ordering::SeqCst);
 }
 
-/// One Adam step of `model` on the loss `loss` computes, then a device sync (unless
+/// One optimizer step of a training-step workload: `(learning rate, module, gradients)` to
+/// the updated module.
+type OptimizerStep<M> = Box<dyn FnMut(f64, M, GradientsParams) -> M>;
+
+/// Which Adam the training steps of ruda's contenders run (`RUDA_BENCH_ADAM`): ruda's
+/// (`burn_ruda::optim::Adam`, one native operation per parameter; the default) or Burn's
+/// (`burn::optim::Adam`, about a dozen tensor operations per parameter). Burn's contenders
+/// and `ruda-cuda-composed` always run Burn's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdamChoice {
+    /// `burn_ruda::optim::Adam`.
+    Ruda,
+    /// `burn::optim::Adam`.
+    Burn,
+}
+
+impl AdamChoice {
+    /// The choice `RUDA_BENCH_ADAM` makes for ruda's contenders.
+    ///
+    /// # Panics
+    /// When it is set to anything but `ruda` or `burn`.
+    pub fn for_ruda() -> Self {
+        match std::env::var("RUDA_BENCH_ADAM").as_deref() {
+            Err(_) | Ok("ruda") => AdamChoice::Ruda,
+            Ok("burn") => AdamChoice::Burn,
+            Ok(other) => panic!("RUDA_BENCH_ADAM: `ruda` or `burn`, got {other:?}"),
+        }
+    }
+
+    /// `ruda` or `burn`, as the step's report names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            AdamChoice::Ruda => "ruda",
+            AdamChoice::Burn => "burn",
+        }
+    }
+}
+
+/// The Adam a contender's training steps run on backend `B`.
+trait Adams<B: AutodiffBackend> {
+    fn optimizer<M: AutodiffModule<B> + 'static>() -> OptimizerStep<M>;
+}
+
+/// Burn's Adam, on any backend.
+struct BurnAdams;
+
+impl<B: AutodiffBackend> Adams<B> for BurnAdams {
+    fn optimizer<M: AutodiffModule<B> + 'static>() -> OptimizerStep<M> {
+        let mut optimizer = AdamConfig::new().init::<B, M>();
+        Box::new(move |lr, module, grads| optimizer.step(lr, module, grads))
+    }
+}
+
+/// [`AdamChoice::for_ruda`], on a backend whose inner backend has the native update.
+struct RudaAdams;
+
+impl<B: AutodiffBackend> Adams<B> for RudaAdams
+where
+    B::InnerBackend: AdamBackend,
+{
+    fn optimizer<M: AutodiffModule<B> + 'static>() -> OptimizerStep<M> {
+        match AdamChoice::for_ruda() {
+            AdamChoice::Burn => <BurnAdams as Adams<B>>::optimizer(),
+            AdamChoice::Ruda => {
+                let mut optimizer = burn_ruda::optim::AdamConfig::new().init::<B, M>();
+                Box::new(move |lr, module, grads| optimizer.step(lr, module, grads))
+            }
+        }
+    }
+}
+
+/// One step of `model` with `optimizer` on the loss `loss` computes, then a device sync (unless
 /// [`set_sync_every_step`] turned it off).
 fn adam_step<B: AutodiffBackend, M: AutodiffModule<B> + 'static>(
     device: B::Device,
     model: M,
+    mut optimizer: OptimizerStep<M>,
     loss: impl Fn(&M) -> Tensor<B, 1> + 'static,
 ) -> Call {
     let mut model = Some(model);
-    let mut optimizer = AdamConfig::new().init::<B, M>();
     Box::new(move || {
         let current = model
             .take()
             .expect("the model is put back after every step");
         let grads = GradientsParams::from_grads(loss(&current).backward(), &current);
-        model = Some(optimizer.step(STEP_LEARNING_RATE, current, grads));
+        model = Some(optimizer(STEP_LEARNING_RATE, current, grads));
         if SYNC_EVERY_STEP.load(Ordering::SeqCst) {
             B::sync(&device).expect("device sync failed");
         }

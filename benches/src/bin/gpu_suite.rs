@@ -85,6 +85,9 @@ struct Options {
     /// Only softmax: its checks, and its kernels against a copy of the same bytes
     #[arg(long)]
     softmax: bool,
+    /// Only the native Adam update's checks against the f64 reference, on CUDA or else wgpu
+    #[arg(long)]
+    adam: bool,
     /// With --softmax: the kernels against a copy only, without the checks (they compile every
     /// autotune candidate, minutes on a fresh machine)
     #[arg(long)]
@@ -162,6 +165,10 @@ fn main() {
     }
     if options.softmax {
         let failures = softmax_only(options.quick, !options.no_checks);
+        std::process::exit(if failures > 0 { 1 } else { 0 });
+    }
+    if options.adam {
+        let failures = adam_only();
         std::process::exit(if failures > 0 { 1 } else { 0 });
     }
     if options.step {
@@ -545,7 +552,9 @@ fn supports(client: &cubecl::client::ComputeClient<impl cubecl::Runtime>, dtype:
 fn suite<R: Runtime>(name: &str, device: &R::Device, options: &Options) -> usize {
     let client = R::client(device);
     println!("\n## {name}: LayerNorm checks against the f64 reference\n");
-    let failures = ruda_tests::layer_norm_checks::run_all(&client, !options.quick);
+    let mut failures = ruda_tests::layer_norm_checks::run_all(&client, !options.quick);
+    println!("\n## {name}: Adam checks against the f64 reference\n");
+    failures += ruda_tests::adam_checks::run_all(&client);
 
     println!("\n## {name}: LayerNorm benchmarks (native kernels, default rule)\n");
     println!(
@@ -787,6 +796,27 @@ fn softmax_section<R: Runtime>(name: &str, device: &R::Device, quick: bool, chec
     failures
 }
 
+/// `--adam`: the native Adam update's checks against the f64 reference on CUDA (else the wgpu
+/// GPU, else the CPU adapter). Returns the number of failed check groups.
+fn adam_only() -> usize {
+    #[cfg(feature = "cuda")]
+    if ruda_runtime::runtime::cuda::cuda_device_count() > 0 {
+        println!("\n## Adam checks on ruda-cuda\n");
+        let client =
+            <ruda_runtime::RudaCuda as cubecl::Runtime>::client(&cubecl::cuda::CudaDevice::new(0));
+        return ruda_tests::adam_checks::run_all(&client);
+    }
+    let device = ruda_runtime::runtime::wgpu::wgpu_adapters()
+        .into_iter()
+        .map(|(d, _)| d)
+        .find(|d| matches!(d, cubecl::wgpu::WgpuDevice::DiscreteGpu(_)))
+        .unwrap_or(cubecl::wgpu::WgpuDevice::Cpu);
+    println!("\n## Adam checks on ruda-wgpu ({device:?})\n");
+    ruda_tests::adam_checks::run_all(&<ruda_runtime::RudaWgpu as cubecl::Runtime>::client(
+        &device,
+    ))
+}
+
 /// `--step`: the transformer training step (forward, loss, backward, Adam, device sync) on
 /// every selected backend at each `--dropouts`, `--warmup` untimed steps then the median of
 /// `--steps`; then a window of steps over which it counts, per step, the kernels CubeCL
@@ -823,6 +853,11 @@ fn step_only(options: &Options) {
     let settle = || std::thread::sleep(Duration::from_millis(300));
     let window = 10;
     println!("\n## Transformer step\n");
+    println!(
+        "# Adam of ruda's contenders: {} (RUDA_BENCH_ADAM; Burn's contenders and \
+         ruda-cuda-composed run Burn's)",
+        ruda_benches::workloads::AdamChoice::for_ruda().name()
+    );
     println!(
         "backend\tcase\tmedian_ms\tp10_ms\tp90_ms\tmin_ms\tsteps\tkernels_per_step\tproducts_per_step\tsoftmax_launches_per_step\ttraining_cpu_ms\tfusion_cpu_ms\tcubecl_cpu_ms\tpipelined_ms"
     );
