@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
   case $1 in
   --before) suffix=_before ;;
   --caches) caches=${2:?--caches needs a directory}; shift ;;
-  -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   gpu_suite | layer_norm_host | transformer | learner_overhead | cupti_trace) names+=("$1") ;;
   *) echo "prepare.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac

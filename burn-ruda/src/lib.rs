@@ -40,6 +40,8 @@
 //! - [`autodiff`]: the decorator, recording the native operations as one node each, and
 //!   [`backward_with_grad`], the backward pass from an output whose gradient is given
 //!   (PyTorch's `y.backward(dy)`), under [`Autodiff`] and Burn's own autodiff alike.
+//! - [`optim`]: Adam with one native update per parameter ([`optim::AdamConfig`]: Burn's
+//!   options and state records), for Burn's `Learner` or any training loop.
 //!
 //! # Features
 //! - `fusion` (default): delegate to `burn_fusion::Fusion<CubeBackend<R>>`; the native
