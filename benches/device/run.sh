@@ -60,7 +60,7 @@ STEPS=(
   "startup-cold|fresh machine, empty caches: time to the first transformer step cold, compiled only, warm, warm with the driver's JIT cache; burn-cuda cold (startup-*.txt)"
   "startup-warm|time to the first step with the carried cache roots (ruda and burn-cuda), the driver's JIT cache kept inside each root"
   "startup-damaged|ruda on a copy of /tmp/cc whose PTX cache lost the end of its last entry, as after a crash"
-  "step-kernels|GPU kernel time per transformer step by family, f32 (TF32 products) and bf16, from Nsight Compute (ncu_step.py over gpu_suite's transformer_step benchmark, dropout 0.1; KERNELS_BACKENDS='ruda-cuda ruda-cuda-bf16'; kernels.txt)"
+  "step-kernels|GPU kernel time per transformer step by family, f32 (TF32 products) and bf16, from Nsight Compute (ncu_step.py over gpu_suite's transformer_step benchmark, dropout 0.1; KERNELS_BACKENDS='ruda-cuda ruda-cuda-bf16', KERNELS_ADAMS='ruda' or 'burn ruda': RUDA_BENCH_ADAM; kernels.txt)"
   "learner|the transformer example through burn-train's Learner (LEARNER_STEPS=100, LEARNER_RUNS='ruda burn-cuda': BACKEND[:lazy|:step|:wN|:burnlog], bare, pieces[:BACKEND]; LEARNER_LOGS=1; LEARNER_TIMEOUT=240 s a run, more for burn-cuda's cold start)"
   "learner-final|the bare step of ruda and Autodiff<Cuda> in f32 and bf16 in one process, the Learner for both alternately, learner_overhead's bare step (final.txt)"
   "learner-rayon|the Learner and learner_overhead's training piece with rayon's default pool and with RAYON_NUM_THREADS=1, alternately (learner.txt, pieces.txt)"
@@ -898,12 +898,14 @@ step_step_kernels() {
   need gpu_suite || return 1
   carry_caches
   toml /tmp/suite-ruda /tmp/cc "" /tmp/cc/ptx
-  local backend
+  local backend adam
   for backend in ${KERNELS_BACKENDS:-ruda-cuda ruda-cuda-bf16}; do
-    echo "== Nsight Compute: kernel time per step by family, $backend ($(date +%T))" | tee -a "$out/kernels.txt"
-    (cd /tmp/suite-ruda && RUDA_BENCH_BACKENDS=$backend timeout "${KERNELS_TIMEOUT:-150}" python3 \
-        "$top/benches/device/ncu_step.py" "$backend" 4000 1500 -- "$dev/gpu_suite" --benchmarks \
-        --groups transformer_step 2>&1) | tee -a "$out/kernels.txt" | head -16
+    for adam in ${KERNELS_ADAMS:-ruda}; do
+      echo "== Nsight Compute: kernel time per step by family, $backend, $adam's Adam ($(date +%T))" | tee -a "$out/kernels.txt"
+      (cd /tmp/suite-ruda && RUDA_BENCH_BACKENDS=$backend RUDA_BENCH_ADAM=$adam timeout "${KERNELS_TIMEOUT:-150}" \
+          python3 "$top/benches/device/ncu_step.py" "$backend-adam-$adam" 4000 1500 -- "$dev/gpu_suite" \
+          --benchmarks --groups transformer_step 2>&1) | tee -a "$out/kernels.txt" | head -16
+    done
   done
   return 0
 }

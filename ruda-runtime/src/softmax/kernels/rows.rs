@@ -199,7 +199,8 @@ pub(crate) fn softmax_backward_registers<F: Float, N: Size>(
 /// `staged_len > 0` (comptime, `d_vec`): pass 1 also copies the row into shared memory, and
 /// pass 2 reads it from there, so `x` is read from memory once (the row must fit in the
 /// device's shared memory: the plan checks it). Each unit reads back only the vectors it
-/// staged itself, so staging needs no barrier. With `staged_len == 0` pass 2 reads `x` again.
+/// staged itself, so staging needs no barrier. With `staged_len == 0` pass 2 reads `x` again,
+/// last chunk first ([`reverse_chunk`]).
 #[cube(launch_unchecked, address_type = "dynamic")]
 pub(crate) fn softmax_forward_looped<F: Float, N: Size>(
     x: &Array<Vector<F, N>>,
@@ -267,7 +268,9 @@ pub(crate) fn softmax_forward_looped<F: Float, N: Size>(
         let max_v = Vector::<f32, N>::cast_from(row_max);
         let ln_sum = Vector::<f32, N>::cast_from(f32::ln(total));
         let inverse = Vector::<f32, N>::cast_from(1.0 / total);
-        for c in 0..num_chunks {
+        // Last chunk first: see `reverse_chunk`.
+        for pass_2 in 0..num_chunks {
+            let c = reverse_chunk(pass_2, num_chunks);
             #[unroll]
             for k in 0..chunk {
                 let col = (c * chunk + k) * group_size + lane;
@@ -289,12 +292,23 @@ pub(crate) fn softmax_forward_looped<F: Float, N: Size>(
     }
 }
 
+/// The chunk that pass 2 of the looped kernels visits at its step `step`: the last chunk first.
+/// Pass 1 read the row front to back, so its end is the most recently read and the likeliest
+/// to be still in L2 (a cube per SM streams a whole row, `y` and `dy`, between reading a
+/// chunk and re-reading it front to back; backwards the distance shrinks to what lies after
+/// the chunk). Every chunk is still visited once, so the result is the same.
+#[cube]
+fn reverse_chunk(step: usize, num_chunks: usize) -> usize {
+    num_chunks - 1 - step
+}
+
 /// Backward for rows too long for registers, as [`softmax_forward_looped`]: pass 1 sums `dy * y`
 /// (log-softmax: `dy`), one group reduction, pass 2 writes `dx`.
 ///
 /// `staged_len > 0`: pass 1 copies `dy` into shared memory and pass 2 reads it from there.
 /// Log-softmax then reads `y` and `dy` once each (pass 1 needs only `dy`); softmax reads `y`
-/// twice.
+/// twice, the second time from L2 where it is still there (pass 2 walks the row backwards:
+/// [`reverse_chunk`]).
 #[cube(launch_unchecked, address_type = "dynamic")]
 pub(crate) fn softmax_backward_looped<F: Float, N: Size>(
     y: &Array<Vector<F, N>>,
@@ -341,7 +355,9 @@ pub(crate) fn softmax_backward_looped<F: Float, N: Size>(
         let total =
             Vector::<f32, N>::cast_from(group_sum(hsum(sum), &mut shared, group_size, plane_size));
 
-        for c in 0..num_chunks {
+        // Last chunk first: see `reverse_chunk`.
+        for pass_2 in 0..num_chunks {
+            let c = reverse_chunk(pass_2, num_chunks);
             #[unroll]
             for k in 0..chunk {
                 let col = (c * chunk + k) * group_size + lane;
