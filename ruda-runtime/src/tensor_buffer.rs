@@ -91,39 +91,80 @@ impl TensorBuffer {
         })
     }
 
-    /// Uploads f32 values to `client`'s device, converted to `dtype` (f32, f16 or bf16).
+    /// Uploads f32 values to `client`'s device, converted to `dtype` (f64, f32, f16 or bf16).
     pub fn from_f32s<R: cubecl::Runtime>(
         client: &ComputeClient<R>,
         values: &[f32],
         shape: Shape,
         dtype: DType,
     ) -> Self {
+        // f32 -> f64 is exact, so each value rounds to `dtype` as it would from f32 directly.
+        Self::upload(
+            "from_f32s",
+            client,
+            values.iter().map(|&v| f64::from(v)),
+            shape,
+            dtype,
+        )
+    }
+
+    /// Uploads f64 values to `client`'s device, converted to `dtype` (f64, f32, f16 or bf16).
+    pub fn from_f64s<R: cubecl::Runtime>(
+        client: &ComputeClient<R>,
+        values: &[f64],
+        shape: Shape,
+        dtype: DType,
+    ) -> Self {
+        Self::upload("from_f64s", client, values.iter().copied(), shape, dtype)
+    }
+
+    fn upload<R: cubecl::Runtime>(
+        caller: &str,
+        client: &ComputeClient<R>,
+        values: impl ExactSizeIterator<Item = f64>,
+        shape: Shape,
+        dtype: DType,
+    ) -> Self {
         assert_eq!(
             values.len(),
             shape.num_elements(),
-            "TensorBuffer::from_f32s: {} values for shape {shape:?}",
+            "TensorBuffer::{caller}: {} values for shape {shape:?}",
             values.len()
         );
-        let bytes: Vec<u8> = match dtype {
-            DType::F32 => bytemuck::cast_slice(values).to_vec(),
-            DType::F16 => values
-                .iter()
-                .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
-                .collect(),
-            DType::BF16 => values
-                .iter()
-                .flat_map(|v| half::bf16::from_f32(*v).to_le_bytes())
-                .collect(),
-            other => panic!("TensorBuffer::from_f32s: dtype {other:?} is not a float type"),
-        };
+        assert_float(caller, dtype);
+        let mut bytes = Vec::with_capacity(values.len() * dtype.size());
+        for v in values {
+            match dtype {
+                DType::F64 => bytes.extend_from_slice(&v.to_le_bytes()),
+                DType::F32 => bytes.extend_from_slice(&(v as f32).to_le_bytes()),
+                DType::F16 => bytes.extend_from_slice(&half::f16::from_f64(v).to_le_bytes()),
+                _ => bytes.extend_from_slice(&half::bf16::from_f64(v).to_le_bytes()),
+            }
+        }
         // An empty buffer still needs a valid binding.
         let handle = client.create_from_slice(if bytes.is_empty() { &[0u8; 4] } else { &bytes });
         Self::contiguous(handle, shape, dtype)
     }
 
     /// Reads the buffer back as f32 values in row-major order of its shape, whatever its
-    /// strides (a strided buffer is gathered on the host).
+    /// strides (a strided buffer is gathered on the host); f64 values are rounded to f32.
     pub fn to_f32s<R: cubecl::Runtime>(&self, client: &ComputeClient<R>) -> Vec<f32> {
+        self.read("to_f32s", client, |v| v as f32)
+    }
+
+    /// Reads the buffer back as f64 values in row-major order of its shape, whatever its
+    /// strides (a strided buffer is gathered on the host); every float dtype converts exactly.
+    pub fn to_f64s<R: cubecl::Runtime>(&self, client: &ComputeClient<R>) -> Vec<f64> {
+        self.read("to_f64s", client, |v| v)
+    }
+
+    fn read<R: cubecl::Runtime, T>(
+        &self,
+        caller: &str,
+        client: &ComputeClient<R>,
+        convert: impl Fn(f64) -> T,
+    ) -> Vec<T> {
+        assert_float(caller, self.dtype);
         let n = self.shape.num_elements();
         if n == 0 {
             return Vec::new();
@@ -135,22 +176,22 @@ impl TensorBuffer {
             .zip(self.strides.iter())
             .map(|(&size, &stride)| (size - 1) * stride)
             .sum::<usize>();
-        let bytes = client
-            .read_one(self.handle.clone())
-            .expect("TensorBuffer::to_f32s: reading the device buffer failed");
+        let bytes = client.read_one(self.handle.clone()).unwrap_or_else(|e| {
+            panic!("TensorBuffer::{caller}: reading the device buffer failed: {e:?}")
+        });
         let size = self.dtype.size();
         assert!(
             bytes.len() >= span * size,
-            "TensorBuffer::to_f32s: buffer of {} bytes is shorter than its layout ({span} elements of {size} bytes)",
+            "TensorBuffer::{caller}: buffer of {} bytes is shorter than its layout ({span} elements of {size} bytes)",
             bytes.len()
         );
-        let at = |i: usize| -> f32 {
+        let at = |i: usize| -> f64 {
             let b = &bytes[i * size..(i + 1) * size];
             match self.dtype {
-                DType::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
-                DType::F16 => half::f16::from_le_bytes([b[0], b[1]]).to_f32(),
-                DType::BF16 => half::bf16::from_le_bytes([b[0], b[1]]).to_f32(),
-                other => panic!("TensorBuffer::to_f32s: dtype {other:?} is not a float type"),
+                DType::F64 => f64::from_le_bytes(b.try_into().expect("8 bytes")),
+                DType::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]).into(),
+                DType::F16 => half::f16::from_le_bytes([b[0], b[1]]).to_f64(),
+                _ => half::bf16::from_le_bytes([b[0], b[1]]).to_f64(),
             }
         };
         let rank = self.shape.num_dims();
@@ -162,7 +203,7 @@ impl TensorBuffer {
                 .zip(self.strides.iter())
                 .map(|(i, s)| i * s)
                 .sum();
-            out.push(at(offset));
+            out.push(convert(at(offset)));
             for dim in (0..rank).rev() {
                 index[dim] += 1;
                 if index[dim] < self.shape[dim] {
@@ -232,6 +273,14 @@ impl<R: cubecl::Runtime> From<TensorHandle<R>> for TensorBuffer {
             dtype,
         )
     }
+}
+
+/// The host conversions take the float dtypes the kernels store: f64, f32, f16, bf16.
+fn assert_float(caller: &str, dtype: DType) {
+    assert!(
+        matches!(dtype, DType::F64 | DType::F32 | DType::F16 | DType::BF16),
+        "TensorBuffer::{caller}: dtype {dtype:?} is not a float type"
+    );
 }
 
 /// Row-major strides for `shape`.

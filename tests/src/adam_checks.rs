@@ -6,7 +6,9 @@
 //!
 //! Covered: f32/f16/bf16, lengths that vectorize and odd ones (scalar loads), a transposed
 //! gradient, the first step (zero moments) and a later one, weight decay, AMSGrad, a step
-//! count where the bias correction vanishes, a zero gradient, empty tensors.
+//! count where the bias correction vanishes, a zero gradient, empty tensors; and f64 where the
+//! device has it, at a tolerance only f64 arithmetic meets (the kernel accumulates f64 tensors
+//! in f64).
 
 use cubecl::prelude::*;
 use ruda_runtime::TensorBuffer;
@@ -17,7 +19,9 @@ use crate::check_groups::run_groups;
 use crate::layer_norm_checks::{Rng, random, round_to, upload, upload_transposed};
 
 /// The f64 reference of one step: `(param', m', v', vmax')` (module documentation of
-/// `ruda_runtime::adam`), with the scalars as the kernel gets them (f32).
+/// `ruda_runtime::adam`). The bias-corrected step size and epsilon are computed in f32, as
+/// Burn's Adam computes them for every dtype (`1 - beta_2^t` loses digits in f32 at small `t`:
+/// about 1e-8 of a parameter); the rest in f64.
 pub fn reference(
     s: AdamScalars,
     param: &[f32],
@@ -28,9 +32,10 @@ pub fn reference(
 ) -> [Vec<f64>; 4] {
     let (b1, b2) = (s.beta_1 as f64, s.beta_2 as f64);
     let t = s.time as i32;
-    let correction_2 = (1.0 - b2.powi(t)).sqrt();
-    let step = s.lr * correction_2 / (1.0 - b1.powi(t));
-    let eps = s.epsilon as f64 * correction_2;
+    let correction_2 = (1.0f32 - s.beta_2.powi(t)).sqrt();
+    let factor = correction_2 / (1.0f32 - s.beta_1.powi(t));
+    let step = (s.lr * factor as f64) as f32 as f64;
+    let eps = (s.epsilon * correction_2) as f64;
     let n = param.len();
     let mut out: [Vec<f64>; 4] = std::array::from_fn(|_| Vec::with_capacity(n));
     for i in 0..n {
@@ -68,7 +73,7 @@ fn dtypes<Rt: Runtime>(client: &ComputeClient<Rt>) -> Vec<DType> {
 
 /// Largest error of `got` against `want`, relative to the largest magnitude of `want` (the
 /// tensor's scale: a moment's elements near zero are compared at that scale).
-fn scaled_error(got: &[f32], want: &[f64]) -> f64 {
+fn scaled_error(got: &[f64], want: &[f64]) -> f64 {
     let scale = want
         .iter()
         .fold(0.0f64, |acc, w| acc.max(w.abs()))
@@ -83,15 +88,18 @@ fn scaled_error(got: &[f32], want: &[f64]) -> f64 {
                     f64::INFINITY
                 }
             } else {
-                (g as f64 - w).abs() / scale
+                (g - w).abs() / scale
             }
         })
         .fold(0.0, f64::max)
 }
 
 /// The tolerance of a result stored in `dtype` after f32 arithmetic: a few of its roundings.
+/// f64: the reference computes the step size and epsilon as the kernel gets them, so only
+/// the arithmetic differs: f64 arithmetic is off by about 1e-15, f32 by about 1e-7.
 fn tolerance(dtype: DType) -> f64 {
     match dtype {
+        DType::F64 => 1e-9,
         DType::F16 => 4e-3,
         DType::BF16 => 2e-2,
         _ => 1e-5,
@@ -232,7 +240,7 @@ impl Case {
                 self.name
             );
             assert_eq!(got.dtype, dtype, "{}: {what}'s dtype", self.name);
-            let got = got.to_f32s(client);
+            let got = got.to_f64s(client);
             let err = scaled_error(&got, want);
             let tol = tolerance(dtype);
             assert!(
@@ -320,6 +328,34 @@ pub fn edge_cases<Rt: Runtime>(client: &ComputeClient<Rt>) {
     Case::new("empty, amsgrad", 3, 0).amsgrad().run(client);
 }
 
+/// f64 parameters, where the device stores f64: the cases above at f64's tolerance, so an f32
+/// accumulator would fail them.
+pub fn double_precision<Rt: Runtime>(client: &ComputeClient<Rt>) {
+    if !supports(client, DType::F64) {
+        println!("note: F64 not supported by this device, skipped");
+        return;
+    }
+    let f64 = DType::F64;
+    for (rows, cols) in [(1, 7), (64, 64), (1024, 3)] {
+        Case::new("f64, later step", rows, cols)
+            .dtype(f64)
+            .run(client);
+        Case::new("f64, first step", rows, cols)
+            .dtype(f64)
+            .first_step()
+            .run(client);
+    }
+    Case::new("f64, amsgrad and weight decay", 8, 130)
+        .dtype(f64)
+        .amsgrad()
+        .weight_decay(0.01)
+        .run(client);
+    Case::new("f64, transposed gradient", 33, 31)
+        .dtype(f64)
+        .transposed_grad()
+        .run(client);
+}
+
 /// Runs every group on `client`, printing one line per group; returns the number that failed.
 pub fn run_all<Rt: Runtime>(client: &ComputeClient<Rt>) -> usize {
     run_groups(
@@ -328,6 +364,7 @@ pub fn run_all<Rt: Runtime>(client: &ComputeClient<Rt>) -> usize {
             ("adam: lengths and dtypes", lengths_and_dtypes::<Rt>),
             ("adam: options", options::<Rt>),
             ("adam: edge cases", edge_cases::<Rt>),
+            ("adam: f64", double_precision::<Rt>),
         ],
     )
 }

@@ -104,7 +104,7 @@ pub fn random(rng: &mut Rng, n: usize, mean: f64, std: f64, dtype: DType) -> Vec
 /// Rounds to what `dtype` stores.
 pub fn round_to(values: &[f32], dtype: DType) -> Vec<f32> {
     match dtype {
-        DType::F32 => values.to_vec(),
+        DType::F32 | DType::F64 => values.to_vec(),
         DType::F16 => values
             .iter()
             .map(|&v| half::f16::from_f32(v).to_f32())

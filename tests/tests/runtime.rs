@@ -427,6 +427,11 @@ fn adam_edge_cases() {
     ruda_tests::adam_checks::edge_cases(&adam_client());
 }
 
+#[test]
+fn adam_double_precision() {
+    ruda_tests::adam_checks::double_precision(&adam_client());
+}
+
 /// An f32 buffer of `shape` (zeros) on the CPU adapter.
 fn zeros(client: &ComputeClient<RudaWgpu>, shape: &[usize]) -> TensorBuffer {
     let n = shape.iter().product();

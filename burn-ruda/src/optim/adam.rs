@@ -111,7 +111,9 @@ impl<B: AdamBackend> SimpleOptimizer<B> for Adam {
     ) -> (Tensor<B, D>, Option<Self::State<D>>) {
         // Before the first step the moments are zeros, which gives Burn's first moments
         // `(1 - beta) * g` and `(1 - beta) * g^2`; so is AMSGrad's maximum, which gives
-        // Burn's `max(v', v')` there and for a state saved without AMSGrad.
+        // Burn's `max(v', v')` there and for a state saved without AMSGrad. Without AMSGrad a
+        // saved maximum passes through untouched, as in Burn's Adam, so switching AMSGrad off
+        // and on again resumes from it.
         let (time, moment_1, moment_2, max_moment_2) = match state {
             Some(state) => {
                 let momentum = state.momentum;
@@ -124,9 +126,14 @@ impl<B: AdamBackend> SimpleOptimizer<B> for Adam {
             }
             None => (1, grad.zeros_like(), grad.zeros_like(), None),
         };
-        let max_moment_2 = self
-            .amsgrad
-            .then(|| max_moment_2.unwrap_or_else(|| grad.zeros_like()));
+        let (max_moment_2, kept_max) = if self.amsgrad {
+            (
+                Some(max_moment_2.unwrap_or_else(|| grad.zeros_like())),
+                None,
+            )
+        } else {
+            (None, max_moment_2)
+        };
         let scalars = AdamScalars {
             lr,
             beta_1: self.beta_1,
@@ -149,7 +156,7 @@ impl<B: AdamBackend> SimpleOptimizer<B> for Adam {
             max_moment_2.map(primitive),
         );
         let mut momentum = AdaptiveMomentumState::new(time, tensor(moment_1), tensor(moment_2));
-        momentum.max_moment_2 = max_moment_2.map(tensor);
+        momentum.max_moment_2 = max_moment_2.map(tensor).or(kept_max);
         (tensor(param), Some(AdamState::new(momentum)))
     }
 

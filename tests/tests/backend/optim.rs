@@ -209,16 +209,87 @@ fn adam_records_move_between_ruda_and_burn() {
         &mut burn_optim,
         0..2,
     );
-    let (_, third) = train(burn_net, &mut burn_optim, 2..3);
+    let (burn_net, third) = train(burn_net, &mut burn_optim, 2..3);
     assert_same("Burn's Adam from ruda's record", &after_handover, &third);
 
-    // And back: Burn's record into ruda's Adam.
+    // And back: Burn's record of three steps into ruda's Adam for a fourth, against Burn's
+    // fourth.
     let burn_bytes = recorder
         .record(burn_optim.to_record(), ())
         .expect("record Burn's optimizer");
-    let _ = AdamConfig::new().init::<Native, Net<Native>>().load_record(
+    let mut taken_over = AdamConfig::new().init::<Native, Net<Native>>().load_record(
         recorder
             .load(burn_bytes, &device)
             .expect("ruda's Adam loads Burn's record"),
     );
+    let (_, native_fourth) = train(
+        load::<Native>(weights(burn_net.clone()), &device),
+        &mut taken_over,
+        3..4,
+    );
+    let (_, burn_fourth) = train(burn_net, &mut burn_optim, 3..4);
+    assert_same(
+        "ruda's Adam from Burn's record",
+        &native_fourth,
+        &burn_fourth,
+    );
+}
+
+/// Two AMSGrad steps, one without AMSGrad, one with it again, each optimizer rebuilt from the
+/// last one's record: ruda's Adam and Burn's take the same weights at every step. Burn's Adam
+/// keeps a saved AMSGrad maximum through steps without AMSGrad; the fourth step depends on it.
+#[test]
+#[serial]
+fn adam_switching_amsgrad_off_and_on_matches_burns() {
+    let start = weights(Net::<Reference>::new(&Default::default()));
+    let device = WgpuDevice::Cpu;
+    let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
+    // A short second-moment memory, so that the maximum often differs from the moment.
+    let native_config = |amsgrad| AdamConfig::new().with_beta_2(0.9).with_amsgrad(amsgrad);
+    let burn_config = |amsgrad| {
+        burn::optim::AdamConfig::new()
+            .with_beta_2(0.9)
+            .with_amsgrad(amsgrad)
+    };
+
+    let mut native_optim = native_config(true).init::<Native, Net<Native>>();
+    let (mut native_net, mut native) = train(
+        load::<Native>(start.clone(), &device),
+        &mut native_optim,
+        0..2,
+    );
+    let mut burn_optim = burn_config(true).init::<Reference, Net<Reference>>();
+    let (mut burn_net, mut reference) = train(
+        load::<Reference>(start, &Default::default()),
+        &mut burn_optim,
+        0..2,
+    );
+    for (step, amsgrad) in [(2, false), (3, true)] {
+        let record = recorder
+            .record(native_optim.to_record(), ())
+            .expect("record ruda's optimizer");
+        native_optim = native_config(amsgrad)
+            .init::<Native, Net<Native>>()
+            .load_record(
+                recorder
+                    .load(record, &device)
+                    .expect("reload ruda's record"),
+            );
+        let (net, history) = train(native_net, &mut native_optim, step..step + 1);
+        (native_net, native) = (net, [native, history].concat());
+
+        let record = recorder
+            .record(burn_optim.to_record(), ())
+            .expect("record Burn's optimizer");
+        burn_optim = burn_config(amsgrad)
+            .init::<Reference, Net<Reference>>()
+            .load_record(
+                recorder
+                    .load(record, &Default::default())
+                    .expect("reload Burn's record"),
+            );
+        let (net, history) = train(burn_net, &mut burn_optim, step..step + 1);
+        (burn_net, reference) = (net, [reference, history].concat());
+    }
+    assert_same("AMSGrad off and on again", &native, &reference);
 }
