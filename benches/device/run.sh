@@ -43,7 +43,7 @@ STEPS=(
   "transformer-step|the transformer's bare training step, one gpu_suite process (STEP_BACKENDS=ruda-cuda,burn-cuda,ruda-cuda-bf16,burn-cuda-bf16; steps.csv)"
   "torch-step|the PyTorch transformer step (dropout 0, no final LayerNorm: NOT equal work) in f32, TF32 and bf16 with its kernel time by family (torch.txt)"
   "adam-checks|the native Adam update's checks against the f64 reference on CUDA (gpu_suite --adam; adam.txt)"
-  "softmax|softmax and log-softmax: the checks on CUDA against the f64 reference, the kernels against a copy of the same bytes back to back (gpu_suite --softmax; SOFTMAX_ARGS=--no-checks: the kernels only), PyTorch's softmaxes and copy (benches/torch/softmax.py) (softmax.txt)"
+  "softmax|softmax and log-softmax: the checks on CUDA against the f64 reference, the kernels against a copy of the same bytes back to back (gpu_suite --softmax; SOFTMAX_ARGS=--no-checks: the kernels only; SOFTMAX_AB=1: then the kernels of .device/gpu_suite_before and this build in turns, SOFTMAX_AB_BINS='gpu_suite_before gpu_suite', SOFTMAX_AB_ROUNDS=2, SOFTMAX_AB_ENV='RUDA_AUTOTUNE=off': every build on the default rule's variants), PyTorch's softmaxes and copy (benches/torch/softmax.py) (softmax.txt)"
   "step-equal|the equal-work comparison in one call: ruda's bare step (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0,0.1) with kernels, products and host CPU per step, the same with RUDA_SOFTMAX=burn (STEP_SOFTMAX_AB=1), with RUDA_MATMUL_NESTED=on and off again (STEP_NESTED_AB=1), with the linear backward as one operation, as Burn's three, as one (STEP_LINEAR_AB=1), .device/gpu_suite_before then this build again (STEP_BEFORE_AB=1), then benches/torch/transformer_step.py --all (TORCH_BUDGET_S=240) (step-equal.txt)"
   "host-sample|where the transformer step's service threads spend their time: gpu_suite --step --sample-threads over 50 steps synced and 50 back to back (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0.1), no launch log; raw samples samples-*.txt for benches/device/symbolize_samples.py with the unstripped build (host-sample.txt)"
   "gpu-timeline|what the GPU does between kernels in the transformer step: per backend (TIMELINE_BACKENDS='ruda-cuda-bf16 ruda-cuda') and Adam (TIMELINE_ADAMS='ruda burn': RUDA_BENCH_ADAM), gpu_suite --step untraced (STEP_DROPOUTS=0.1), then at TIMELINE_DROPOUT=0.1 traced by CUPTI (.device/cupti/, prepare.sh cupti_trace) and read by gpu_timeline.py over the 10 synced and the 30 back-to-back steps, with each step's tail after its last product; TIMELINE_TORCH=1: and the equal-work PyTorch step untraced at dropout 0.1 and 0, then traced, once per ';'-separated set of TIMELINE_TORCH_ARGS (default '--dtype bf16;--dtype f32'); gpu-timeline.txt, traces.tar.xz)"
@@ -528,6 +528,21 @@ step_softmax() {
   toml /tmp/suite-ruda /tmp/cc "" /tmp/cc/ptx
   (cd /tmp/suite-ruda && timeout "${SOFTMAX_TIMEOUT:-300}" "$dev/gpu_suite" --softmax ${SOFTMAX_ARGS:-} 2>&1) >>"$out/softmax.txt"
   echo "   exit $?"; grep -E "^(PASS|FAIL|softmax|log_softmax)" "$out/softmax.txt"
+  if [ "${SOFTMAX_AB:-0}" = 1 ]; then
+    # The kernels only, the build before a change (prepare.sh --before) and this build in turns
+    # (SOFTMAX_AB_BINS: other builds in .device/ too); each reads the tuning results above.
+    local round bin bins=${SOFTMAX_AB_BINS:-gpu_suite_before gpu_suite}
+    # shellcheck disable=SC2086
+    need $bins || return 1
+    for round in $(seq "${SOFTMAX_AB_ROUNDS:-2}"); do
+      for bin in $bins; do
+        echo "== softmax kernels, $bin, round $round ($(date +%T))" | tee -a "$out/softmax.txt"
+        # shellcheck disable=SC2086
+        (cd /tmp/suite-ruda && env ${SOFTMAX_AB_ENV:-} timeout 120 "$dev/$bin" --softmax --no-checks 2>&1) >>"$out/softmax.txt"
+        echo "   exit $?"; tail -9 "$out/softmax.txt" | grep -E "^(softmax|log_softmax)"
+      done
+    done
+  fi
   echo "== PyTorch's softmax and copy ($(date +%T))" | tee -a "$out/softmax.txt"
   PYTHONUNBUFFERED=1 timeout 120 python3 benches/torch/softmax.py 2>&1 | tee -a "$out/softmax.txt" | grep -E "^torch"
   return 0

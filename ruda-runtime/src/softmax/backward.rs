@@ -10,7 +10,7 @@ use super::{
         unit::softmax_backward_unit,
     },
     layout::{move_back, move_last},
-    plan::ColumnsPlan,
+    plan::{ColumnsPlan, Pass},
     validate::check_backward,
 };
 use crate::layout::{address_type, array_arg, into_contiguous, needs_copy};
@@ -91,7 +91,14 @@ pub(crate) fn backward<R: cubecl::Runtime>(
         .filter(|b| !needs_copy(b))
         .map(|b| &b.handle)
         .collect();
-    let plan = choice.plan(client, rows, d, output.dtype.size(), &handles)?;
+    let plan = choice.plan(
+        client,
+        rows,
+        d,
+        output.dtype.size(),
+        &handles,
+        Pass::Backward,
+    )?;
     let output = into_contiguous(client, output);
     let grad = into_contiguous(client, grad);
     let count = CubeCount::new_1d(plan.cubes as u32);

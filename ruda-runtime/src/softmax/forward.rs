@@ -10,7 +10,7 @@ use super::{
         unit::softmax_forward_unit,
     },
     layout::{move_back, move_last},
-    plan::ColumnsPlan,
+    plan::{ColumnsPlan, Pass},
     validate::check_forward,
 };
 use crate::layout::{address_type, array_arg, into_contiguous, needs_copy};
@@ -85,7 +85,7 @@ pub(crate) fn forward<R: cubecl::Runtime>(
         .filter(|b| !needs_copy(b))
         .map(|b| &b.handle)
         .collect();
-    let plan = choice.plan(client, rows, d, input.dtype.size(), &handles)?;
+    let plan = choice.plan(client, rows, d, input.dtype.size(), &handles, Pass::Forward)?;
     let input = into_contiguous(client, input);
     let count = CubeCount::new_1d(plan.cubes as u32);
 

@@ -174,6 +174,7 @@ impl Choice {
         d: usize,
         elem_size: usize,
         handles: &[&cubecl::server::Handle],
+        pass: plan::Pass,
     ) -> Result<plan::Plan, String> {
         let has_plane = crate::group_reduce::usable_plane_size(client) > 0;
         let (mut variant, narrow) = match self {
@@ -185,7 +186,7 @@ impl Choice {
         };
         let mut narrow = narrow;
         loop {
-            match plan::Plan::new(client, rows, d, elem_size, handles, variant, narrow) {
+            match plan::Plan::new(client, rows, d, elem_size, handles, variant, narrow, pass) {
                 Ok(plan) => return Ok(plan),
                 Err(why) => match self {
                     Choice::Forced(_) => panic!("{why}"),
