@@ -19,7 +19,8 @@
 # carried ones into /tmp once per machine (/tmp/cc: ruda's cache root, /tmp/ccb: Burn's
 # Autodiff<Cuda>); after the last step the roots present come back as OUT_DIR/caches-*.tar.xz
 # (SAVE_CACHES=0: not). Steps take their parameters from environment variables (see --list);
-# FRESH_TUNING=1 keeps the carried compiled kernels but drops the carried tuning results.
+# FRESH_TUNING=1 keeps the carried compiled kernels but drops the carried tuning results;
+# FRESH_TUNING=NAME drops only the tuner NAME's (a glob, e.g. 'softmax-*': ruda's softmax tuners).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -131,12 +132,17 @@ header() {
 }
 
 # The cache roots an earlier run wrote (.device/caches-*.tar.xz), untarred into /tmp once per
-# machine; FRESH_TUNING=1 then drops the carried tuning results (the compiled kernels stay).
+# machine; FRESH_TUNING then drops carried tuning results (the compiled kernels stay).
 carry_caches() {
   local t
   [ -e /tmp/.run-sh-caches ] && return
   for t in "$dev"/caches-*.tar.xz; do [ -f "$t" ] && tar -C /tmp -xJf "$t"; done
-  [ "${FRESH_TUNING:-0}" = 1 ] && rm -rf /tmp/cc/autotune
+  case ${FRESH_TUNING:-0} in
+  0) ;;
+  1) rm -rf /tmp/cc/autotune ;;
+  # shellcheck disable=SC2086
+  *) rm -f /tmp/cc/autotune/*/*/$FRESH_TUNING.json.log ;;
+  esac
   touch /tmp/.run-sh-caches
 }
 

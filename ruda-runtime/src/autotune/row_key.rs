@@ -53,9 +53,22 @@ pub fn rows_bucket(rows: usize) -> usize {
     rows.max(1).next_power_of_two()
 }
 
-/// Largest tuning problem, in elements: the representative shape of a bucket is cut to this
-/// many elements (fewer rows), so that tuning a huge shape does not allocate gigabytes.
-pub const MAX_TUNE_ELEMENTS: usize = 1 << 24;
+/// Largest tuning tensor, in bytes: the representative shape of a bucket is cut to this size
+/// (fewer rows), so that tuning a huge shape does not allocate gigabytes.
+///
+/// A cap in bytes, not elements, so that half-precision keys are timed on as many bytes as f32
+/// ones. It must stay well above a GPU's L2 (50 MB on an H100 or H200) and leave many waves of
+/// rows: on 2^24 bf16 elements (32 MiB, 333 rows of a 50304-wide vocabulary) the tuner picked
+/// softmax's looped backward, 27% slower than the staged one on the full 8192 rows; on 128 MiB
+/// (1334 rows) it picks the staged one (docs/perf/softmax.md). Tuning softmax's backward then
+/// allocates three such tensors for the time it takes.
+pub const MAX_TUNE_BYTES: usize = 128 << 20;
+
+/// The rows of a tuning problem with rows of `d` elements of `elem_size` bytes: `rows` cut to
+/// [`MAX_TUNE_BYTES`], at least one.
+pub fn tune_rows(rows: usize, d: usize, elem_size: usize) -> usize {
+    rows.min((MAX_TUNE_BYTES / (d.max(1) * elem_size.max(1))).max(1))
+}
 
 /// The autotune key of a call of a row kernel (LayerNorm, softmax over the last dimension):
 /// one tuning result serves every call with the same key (each op has its own tuners and cache
@@ -110,14 +123,14 @@ impl RowKey {
     }
 
     /// The shape the candidates are benchmarked on: the largest `d` of the bucket with the
-    /// key's vector width, and the bucket's rows, cut to [`MAX_TUNE_ELEMENTS`].
+    /// key's vector width, and the bucket's rows, cut to [`MAX_TUNE_BYTES`].
     pub fn representative<R: cubecl::Runtime>(&self, client: &ComputeClient<R>) -> (usize, usize) {
         let size = self.dtype.dtype().size();
         let d = (1..=self.d_bucket)
             .rev()
             .find(|&d| vector_size(client, d, size, &[]) == self.vector)
             .unwrap_or(self.d_bucket);
-        let rows = self.rows_bucket.min((MAX_TUNE_ELEMENTS / d).max(1));
+        let rows = tune_rows(self.rows_bucket, d, size);
         (d, rows)
     }
 }
@@ -142,6 +155,16 @@ mod tests {
         );
         assert_eq!(d_bucket(65536), 65536);
         assert_eq!(d_bucket(65537), 98304);
+    }
+
+    #[test]
+    fn tuning_rows_are_cut_to_the_same_bytes_in_every_dtype() {
+        // The vocabulary-sized softmax: 8192 rows of 50304.
+        assert_eq!(tune_rows(8192, 50304, 4), 667);
+        assert_eq!(tune_rows(8192, 50304, 2), 1334);
+        // Small problems are not cut; a row above the cap still gets one.
+        assert_eq!(tune_rows(64, 1024, 4), 64);
+        assert_eq!(tune_rows(4, MAX_TUNE_BYTES, 4), 1);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use cubecl::{
     tune::{AutotuneOutput, LocalTuner, TunableSet},
 };
 
-pub use crate::autotune::row_key::{MAX_TUNE_ELEMENTS, TuneDType, d_bucket, rows_bucket};
+pub use crate::autotune::row_key::{MAX_TUNE_BYTES, TuneDType, d_bucket, rows_bucket};
 pub use candidates::{BACKWARD_CANDIDATES, CANDIDATES, Candidate};
 
 /// The LayerNorm key: rows of `d` elements, as every row kernel's

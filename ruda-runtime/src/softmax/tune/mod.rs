@@ -15,7 +15,7 @@ use cubecl::{
 pub use candidates::{CANDIDATES, Candidate};
 
 use super::{Choice, Kind, backward, forward};
-use crate::autotune::row_key::{MAX_TUNE_ELEMENTS, RowKey};
+use crate::autotune::row_key::{RowKey, tune_rows};
 use crate::autotune::tuner::{
     self, IN_PROCESS_ID, count_benchmark_run, count_tuning_pass, record_choice, synthetic,
 };
@@ -78,13 +78,10 @@ fn backward_key<R: cubecl::Runtime>(inputs: &BackwardInputs<R>) -> SoftmaxKey {
 
 /// The benchmark shape: the caller's `d` (not the bucket's largest, as LayerNorm's: whether a
 /// row fits in shared memory decides which candidates run, and a bucket spans up to 1.5x), and
-/// the bucket's rows cut to [`MAX_TUNE_ELEMENTS`].
+/// the bucket's rows cut by [`tune_rows`].
 fn bench_shape(key: &SoftmaxKey, buffer: &TensorBuffer) -> [usize; 2] {
     let (_, d) = rows_and_d(buffer);
-    [
-        key.rows_bucket.min((MAX_TUNE_ELEMENTS / d.max(1)).max(1)),
-        d,
-    ]
+    [tune_rows(key.rows_bucket, d, key.dtype.dtype().size()), d]
 }
 
 fn forward_bench_inputs<R: cubecl::Runtime>(
