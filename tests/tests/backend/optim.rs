@@ -242,54 +242,41 @@ fn adam_records_move_between_ruda_and_burn() {
 #[serial]
 fn adam_switching_amsgrad_off_and_on_matches_burns() {
     let start = weights(Net::<Reference>::new(&Default::default()));
-    let device = WgpuDevice::Cpu;
-    let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
     // A short second-moment memory, so that the maximum often differs from the moment.
-    let native_config = |amsgrad| AdamConfig::new().with_beta_2(0.9).with_amsgrad(amsgrad);
-    let burn_config = |amsgrad| {
+    let native = train_switching_amsgrad::<Native, _>(start.clone(), &WgpuDevice::Cpu, |on| {
+        AdamConfig::new()
+            .with_beta_2(0.9)
+            .with_amsgrad(on)
+            .init::<Native, Net<Native>>()
+    });
+    let reference = train_switching_amsgrad::<Reference, _>(start, &Default::default(), |on| {
         burn::optim::AdamConfig::new()
             .with_beta_2(0.9)
-            .with_amsgrad(amsgrad)
-    };
-
-    let mut native_optim = native_config(true).init::<Native, Net<Native>>();
-    let (mut native_net, mut native) = train(
-        load::<Native>(start.clone(), &device),
-        &mut native_optim,
-        0..2,
-    );
-    let mut burn_optim = burn_config(true).init::<Reference, Net<Reference>>();
-    let (mut burn_net, mut reference) = train(
-        load::<Reference>(start, &Default::default()),
-        &mut burn_optim,
-        0..2,
-    );
-    for (step, amsgrad) in [(2, false), (3, true)] {
-        let record = recorder
-            .record(native_optim.to_record(), ())
-            .expect("record ruda's optimizer");
-        native_optim = native_config(amsgrad)
-            .init::<Native, Net<Native>>()
-            .load_record(
-                recorder
-                    .load(record, &device)
-                    .expect("reload ruda's record"),
-            );
-        let (net, history) = train(native_net, &mut native_optim, step..step + 1);
-        (native_net, native) = (net, [native, history].concat());
-
-        let record = recorder
-            .record(burn_optim.to_record(), ())
-            .expect("record Burn's optimizer");
-        burn_optim = burn_config(amsgrad)
+            .with_amsgrad(on)
             .init::<Reference, Net<Reference>>()
-            .load_record(
-                recorder
-                    .load(record, &Default::default())
-                    .expect("reload Burn's record"),
-            );
-        let (net, history) = train(burn_net, &mut burn_optim, step..step + 1);
-        (burn_net, reference) = (net, [reference, history].concat());
-    }
+    });
     assert_same("AMSGrad off and on again", &native, &reference);
+}
+
+/// Two steps of the optimizer `optimizer(true)` from the weights `start`, then one with
+/// `optimizer(false)` and one with `optimizer(true)`, each loading the last one's record: the
+/// weights after every step.
+fn train_switching_amsgrad<B: AutodiffBackend, O: Optimizer<Net<B>, B>>(
+    start: Vec<u8>,
+    device: &B::Device,
+    optimizer: impl Fn(bool) -> O,
+) -> Vec<Vec<TensorData>> {
+    let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
+    let mut optim = optimizer(true);
+    let (mut net, mut history) = train(load::<B>(start, device), &mut optim, 0..2);
+    for (step, amsgrad) in [(2, false), (3, true)] {
+        let bytes =
+            Recorder::<B>::record(&recorder, optim.to_record(), ()).expect("record the optimizer");
+        let record = Recorder::<B>::load(&recorder, bytes, device).expect("reload its record");
+        optim = optimizer(amsgrad).load_record(record);
+        let (next, weights) = train(net, &mut optim, step..step + 1);
+        net = next;
+        history.extend(weights);
+    }
+    history
 }
