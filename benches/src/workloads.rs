@@ -3,6 +3,7 @@
 //! workload on a contender, so that criterion and the GPU suite time exactly the same thing.
 
 use burn::module::AutodiffModule;
+use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, Int, Tensor, bf16};
@@ -362,14 +363,17 @@ pub fn set_sync_every_step(sync: bool) {
 type OptimizerStep<M> = Box<dyn FnMut(f64, M, GradientsParams) -> M>;
 
 /// Which Adam the training steps of ruda's contenders run (`RUDA_BENCH_ADAM`): ruda's
-/// (`burn_ruda::optim::Adam`, one native operation per parameter; the default) or Burn's
-/// (`burn::optim::Adam`, about a dozen tensor operations per parameter). Burn's contenders
-/// and `ruda-cuda-composed` always run Burn's.
+/// (`burn_ruda::optim::AdamOptimizer`, one native operation a step; the default), ruda's
+/// update one parameter at a time (`burn_ruda::optim::Adam` in Burn's `OptimizerAdaptor`, one
+/// native operation a parameter) or Burn's (`burn::optim::Adam`, about a dozen tensor
+/// operations a parameter). Burn's contenders and `ruda-cuda-composed` always run Burn's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AdamChoice {
-    /// `burn_ruda::optim::Adam`.
+    /// `burn_ruda::optim::AdamOptimizer` (`ruda`).
     Ruda,
-    /// `burn::optim::Adam`.
+    /// `burn_ruda::optim::Adam` in `OptimizerAdaptor` (`ruda-each`).
+    RudaEach,
+    /// `burn::optim::Adam` (`burn`).
     Burn,
 }
 
@@ -377,19 +381,21 @@ impl AdamChoice {
     /// The choice `RUDA_BENCH_ADAM` makes for ruda's contenders.
     ///
     /// # Panics
-    /// When it is set to anything but `ruda` or `burn`.
+    /// When it is set to anything but `ruda`, `ruda-each` or `burn`.
     pub fn for_ruda() -> Self {
         match std::env::var("RUDA_BENCH_ADAM").as_deref() {
             Err(_) | Ok("ruda") => AdamChoice::Ruda,
+            Ok("ruda-each") => AdamChoice::RudaEach,
             Ok("burn") => AdamChoice::Burn,
-            Ok(other) => panic!("RUDA_BENCH_ADAM: `ruda` or `burn`, got {other:?}"),
+            Ok(other) => panic!("RUDA_BENCH_ADAM: `ruda`, `ruda-each` or `burn`, got {other:?}"),
         }
     }
 
-    /// `ruda` or `burn`, as the step's report names it.
+    /// `ruda`, `ruda-each` or `burn`, as the step's report names it.
     pub fn name(self) -> &'static str {
         match self {
             AdamChoice::Ruda => "ruda",
+            AdamChoice::RudaEach => "ruda-each",
             AdamChoice::Burn => "burn",
         }
     }
@@ -422,6 +428,11 @@ where
             AdamChoice::Burn => <BurnAdams as Adams<B>>::optimizer(),
             AdamChoice::Ruda => {
                 let mut optimizer = burn_ruda::optim::AdamConfig::new().init::<B, M>();
+                Box::new(move |lr, module, grads| optimizer.step(lr, module, grads))
+            }
+            AdamChoice::RudaEach => {
+                let mut optimizer =
+                    OptimizerAdaptor::<_, M, B>::from(burn_ruda::optim::AdamConfig::new().build());
                 Box::new(move |lr, module, grads| optimizer.step(lr, module, grads))
             }
         }

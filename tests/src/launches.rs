@@ -39,3 +39,9 @@ pub fn linear_backward() -> usize {
 pub fn adam() -> usize {
     launches(Kernel::Adam)
 }
+
+/// Operations of native Adam updates (`burn_ruda::optim::AdamOptimizer`: one per step and
+/// device for a small model) so far.
+pub fn adam_operations() -> usize {
+    launches(Kernel::AdamOperation)
+}

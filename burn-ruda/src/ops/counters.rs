@@ -24,6 +24,9 @@ pub enum Kernel {
     LinearBackward,
     /// One parameter's Adam update.
     Adam,
+    /// One operation of Adam updates: every parameter of an optimizer step on one device, up to
+    /// a size (each parameter's update is counted as `Adam` too).
+    AdamOperation,
 }
 
 #[cfg(feature = "counters")]
@@ -32,7 +35,7 @@ mod imp {
     use core::sync::atomic::{AtomicUsize, Ordering};
 
     // One counter a kernel; Relaxed: a count is read on its own, after a sync that orders it.
-    static COUNTS: [AtomicUsize; 8] = [const { AtomicUsize::new(0) }; 8];
+    static COUNTS: [AtomicUsize; 9] = [const { AtomicUsize::new(0) }; 9];
 
     pub(crate) fn record(kernel: Kernel) {
         COUNTS[kernel as usize].fetch_add(1, Ordering::Relaxed);

@@ -66,7 +66,7 @@ fn launch_or_record<R: RudaRuntime, K: NativeKernel<R>>(
 /// stream order.
 pub(crate) trait NativeKernel<R: RudaRuntime>: Send + Sync + 'static {
     /// The operation's name in burn-fusion's stream and in its trace span, e.g.
-    /// `ruda_layer_norm`: distinct for every kernel and number of outputs.
+    /// `ruda_layer_norm`: distinct for every kernel.
     fn name(&self) -> &'static str;
 
     /// Runs the kernel.
@@ -84,27 +84,43 @@ pub(crate) fn run<R: RudaRuntime, K: NativeKernel<R>, const N: usize>(
     inputs: Vec<RudaTensor<R>>,
     outputs: [(Shape, DType); N],
 ) -> [RudaTensor<R>; N] {
-    imp::run(kernel, inputs, outputs)
+    let name = kernel.name();
+    run_many(kernel, inputs, outputs.into())
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("{name}: one tensor per output asked"))
+}
+
+/// [`run`] for a number of outputs known at run time (an operation over many parameters):
+/// one tensor per entry of `outputs`, in its order.
+pub(crate) fn run_many<R: RudaRuntime, K: NativeKernel<R>>(
+    kernel: K,
+    inputs: Vec<RudaTensor<R>>,
+    outputs: Vec<(Shape, DType)>,
+) -> Vec<RudaTensor<R>> {
+    imp::run_many(kernel, inputs, outputs)
 }
 
 #[cfg(not(feature = "fusion"))]
 mod imp {
     use super::*;
 
-    pub(super) fn run<R: RudaRuntime, K: NativeKernel<R>, const N: usize>(
+    pub(super) fn run_many<R: RudaRuntime, K: NativeKernel<R>>(
         kernel: K,
         inputs: Vec<CubeTensor<R>>,
-        outputs: [(Shape, DType); N],
-    ) -> [CubeTensor<R>; N] {
+        outputs: Vec<(Shape, DType)>,
+    ) -> Vec<CubeTensor<R>> {
         let _span = tracing::trace_span!("ruda_native_op", name = kernel.name()).entered();
         let mut launched = launch_or_record(&kernel, inputs, &outputs).into_iter();
-        outputs.map(|(shape, dtype)| {
-            let out = launched
-                .next()
-                .unwrap_or_else(|| panic!("{}: fewer outputs than asked", kernel.name()));
-            debug_assert!(out.meta.shape() == &shape && out.dtype == dtype);
-            out
-        })
+        outputs
+            .into_iter()
+            .map(|(shape, dtype)| {
+                let out = launched
+                    .next()
+                    .unwrap_or_else(|| panic!("{}: fewer outputs than asked", kernel.name()));
+                debug_assert!(out.meta.shape() == &shape && out.dtype == dtype);
+                out
+            })
+            .collect()
     }
 }
 
@@ -166,11 +182,11 @@ mod imp {
         }
     }
 
-    pub(super) fn run<R: RudaRuntime, K: NativeKernel<R>, const N: usize>(
+    pub(super) fn run_many<R: RudaRuntime, K: NativeKernel<R>>(
         kernel: K,
         inputs: Vec<RudaTensor<R>>,
-        outputs: [(Shape, DType); N],
-    ) -> [RudaTensor<R>; N] {
+        outputs: Vec<(Shape, DType)>,
+    ) -> Vec<RudaTensor<R>> {
         let name = kernel.name();
         let client = inputs
             .first()
@@ -178,8 +194,10 @@ mod imp {
             .client
             .clone();
         let streams = OperationStreams::with_inputs(inputs.iter());
-        let outputs = outputs
-            .map(|(shape, dtype)| TensorIr::uninit(client.create_empty_handle(), shape, dtype));
+        let outputs: Vec<TensorIr> = outputs
+            .into_iter()
+            .map(|(shape, dtype)| TensorIr::uninit(client.create_empty_handle(), shape, dtype))
+            .collect();
         let inputs: Vec<TensorIr> = inputs.into_iter().map(|t| t.into_ir()).collect();
         let desc = CustomOpIr::new(name, &inputs, &outputs);
         let op = CustomOp::<R, K> {
@@ -187,9 +205,6 @@ mod imp {
             kernel,
             _runtime: PhantomData,
         };
-        client
-            .register(streams, OperationIr::Custom(desc), op)
-            .try_into()
-            .unwrap_or_else(|_| panic!("{name}: one tensor per registered output"))
+        client.register(streams, OperationIr::Custom(desc), op)
     }
 }

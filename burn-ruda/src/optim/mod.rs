@@ -6,8 +6,12 @@
 //! (`docs/perf/training-step.md`). These take the same configuration and keep the same state
 //! records as Burn's, so a checkpoint moves between the two.
 //!
-//! - [`Adam`] ([`AdamConfig`]): Burn's `Adam` (weight decay, AMSGrad, gradient clipping).
+//! - [`AdamConfig`]: Burn's `Adam` (weight decay, AMSGrad, gradient clipping); its `init`
+//!   gives an [`AdamOptimizer`], which queues a training step's updates as one operation a
+//!   device. [`Adam`] is one parameter's update, for Burn's `OptimizerAdaptor`.
 
 mod adam;
+mod adam_optimizer;
 
 pub use adam::{Adam, AdamConfig};
+pub use adam_optimizer::{AdamOptimizer, MAX_OPERATION_BYTES};

@@ -26,8 +26,8 @@ pub trait BackendJob {
 }
 
 /// A backend the examples train on, with the Adam they train with there: ruda's
-/// (`burn_ruda::optim::Adam`, one native update per parameter) on ruda's backends, Burn's on
-/// Burn's. Both take Burn's default options and keep the same records.
+/// (`burn_ruda::optim::AdamOptimizer`, a step's updates as one native operation) on ruda's
+/// backends, Burn's on Burn's. Both take Burn's default options and keep the same records.
 pub trait TrainingBackend: AutodiffBackend {
     /// Adam for module `M` on this backend.
     type Adam<M: AutodiffModule<Self> + 'static>: Optimizer<M, Self> + 'static;
@@ -41,8 +41,7 @@ where
     B: burn_ruda::NativeBackend + burn_ruda::ops::AdamBackend,
     C: burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy,
 {
-    type Adam<M: AutodiffModule<Self> + 'static> =
-        OptimizerAdaptor<burn_ruda::optim::Adam, M, Self>;
+    type Adam<M: AutodiffModule<Self> + 'static> = burn_ruda::optim::AdamOptimizer<M, Self>;
 
     fn adam<M: AutodiffModule<Self> + 'static>() -> Self::Adam<M> {
         burn_ruda::optim::AdamConfig::new().init()

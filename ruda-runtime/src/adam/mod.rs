@@ -5,7 +5,8 @@
 //! passes through the training thread, burn-fusion's and CubeCL's device threads. In a bf16
 //! transformer step on an H100 the step's tail after its last product (the optimizer, mostly)
 //! took those threads 3.7-4.7 ms to issue, for 0.6 ms of GPU work (`docs/perf/host-launch.md`).
-//! Here each parameter is one operation and one kernel: the tail took 1.1-1.4 ms. The arithmetic is Burn's,
+//! Here each parameter is one kernel (and burn-ruda queues a whole step's as one operation): the
+//! tail took 1.1-1.4 ms with an operation a parameter. The arithmetic is Burn's,
 //! at step `t` (counted from 1), with `g` the gradient plus `penalty * param` under weight decay:
 //!
 //! ```text

@@ -1,11 +1,13 @@
 //! `burn_ruda::optim::Adam` through Burn, on Mesa's CPU Vulkan driver: a small model trained
 //! for a few steps under `burn_ruda::Autodiff<Ruda>` takes the same weights as Burn's own Adam
 //! on NdArray from the same start (default options, weight decay with AMSGrad, gradient
-//! clipping), with one native update per parameter and step, and its optimizer record loads
-//! into Burn's Adam and back (the same state records).
+//! clipping), with one native update per parameter and step, queued as one operation a step
+//! (one a parameter through Burn's `OptimizerAdaptor`), and its optimizer record loads into
+//! Burn's Adam and back (the same state records).
 
 use burn::module::{AutodiffModule, Module};
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::grad_clipping::GradientClippingConfig;
 use burn::optim::{GradientsParams, Optimizer};
@@ -116,7 +118,10 @@ fn assert_same(what: &str, native: &[Vec<TensorData>], reference: &[Vec<TensorDa
 fn compare(what: &str, config: AdamConfig, burn_config: burn::optim::AdamConfig) {
     let start = weights(Net::<Reference>::new(&Default::default()));
     let device = WgpuDevice::Cpu;
-    let before = ruda_tests::launches::adam();
+    let before = (
+        ruda_tests::launches::adam(),
+        ruda_tests::launches::adam_operations(),
+    );
     let mut native_optim = config.init::<Native, Net<Native>>();
     let (_, native) = train(
         load::<Native>(start.clone(), &device),
@@ -124,9 +129,12 @@ fn compare(what: &str, config: AdamConfig, burn_config: burn::optim::AdamConfig)
         0..3,
     );
     assert_eq!(
-        ruda_tests::launches::adam() - before,
-        6 * 3,
-        "{what}: one native update per parameter and step"
+        (
+            ruda_tests::launches::adam() - before.0,
+            ruda_tests::launches::adam_operations() - before.1
+        ),
+        (6 * 3, 3),
+        "{what}: one native update per parameter and step, one operation a step"
     );
     let mut burn_optim = burn_config.init::<Reference, Net<Reference>>();
     let (_, reference) = train(
@@ -145,6 +153,48 @@ fn adam_matches_burns_adam() {
         AdamConfig::new(),
         burn::optim::AdamConfig::new(),
     );
+}
+
+/// `burn_ruda::optim::Adam` as a `SimpleOptimizer` in Burn's `OptimizerAdaptor`: one operation
+/// a parameter, the same weights as Burn's Adam, and a record the step-at-once optimizer loads.
+#[test]
+#[serial]
+fn adam_one_parameter_at_a_time_matches_burns() {
+    let start = weights(Net::<Reference>::new(&Default::default()));
+    let device = WgpuDevice::Cpu;
+    let config = AdamConfig::new()
+        .with_amsgrad(true)
+        .with_weight_decay(Some(WeightDecayConfig::new(0.05)));
+    let before = (
+        ruda_tests::launches::adam(),
+        ruda_tests::launches::adam_operations(),
+    );
+    let mut each = OptimizerAdaptor::<_, Net<Native>, Native>::from(config.build());
+    let (net, mut native) = train(load::<Native>(start.clone(), &device), &mut each, 0..2);
+    assert_eq!(
+        (
+            ruda_tests::launches::adam() - before.0,
+            ruda_tests::launches::adam_operations() - before.1
+        ),
+        (6 * 2, 6 * 2),
+        "one operation a parameter and step"
+    );
+    // Its record, of the same type, carries the step-at-once optimizer on.
+    let mut at_once = config
+        .init::<Native, Net<Native>>()
+        .load_record(each.to_record());
+    native.extend(train(net, &mut at_once, 2..3).1);
+
+    let mut burn_optim = burn::optim::AdamConfig::new()
+        .with_amsgrad(true)
+        .with_weight_decay(Some(WeightDecayConfig::new(0.05)))
+        .init::<Reference, Net<Reference>>();
+    let (_, reference) = train(
+        load::<Reference>(start, &Default::default()),
+        &mut burn_optim,
+        0..3,
+    );
+    assert_same("one parameter at a time", &native, &reference);
 }
 
 #[test]
