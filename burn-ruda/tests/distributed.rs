@@ -7,7 +7,8 @@
 //!   if the decorator dropped them, each replica would train on its own gradients, silently;
 //! - the sync server, which Burn finds by backend type: started through the training backend,
 //!   it must be the one the gradient submissions of the inner backend find;
-//! - the raw tensor references the sync server works on (`comm_device`, `float_from_ref`).
+//! - the raw tensor references the sync server works on (`comm_device`, `float_from_ref`);
+//! - the marks after a step of `burn_ruda::optim`'s Adam, which puts new parameters in place.
 //!
 //! Run with `cargo test -p burn-ruda --features distributed --test distributed`.
 
@@ -67,6 +68,42 @@ fn a_marked_parameter_still_trains() {
     let grads = RudaAd::backward(loss);
     let grad = RudaAd::grad(&param, &grads).expect("a gradient");
     assert_eq!(values::<R>(grad), vec![3.0, 3.0]);
+}
+
+#[test]
+fn adam_keeps_the_parameter_marks() {
+    use burn_core::module::{Param, ParamId};
+    use burn_core::tensor::{Tensor, TensorPrimitive};
+    use burn_optim::{GradientsParams, Optimizer};
+
+    // A marked parameter, as DDP's sharder leaves it (one device: no collective runs).
+    let id = ParamId::new();
+    let value = Tensor::<RudaAd, 1>::from_floats([1.0, -2.0], &device())
+        .require_grad()
+        .set_distributed(DistributedParamId::from(id.val()));
+    let param = Param::initialized(id, value);
+    let grads = GradientsParams::from_grads((param.val() * 3.0).sum().backward(), &param);
+    let mut adam = burn_ruda::optim::AdamConfig::new().init::<RudaAd, Param<Tensor<RudaAd, 1>>>();
+    let param = adam.step(0.1, param, grads);
+
+    let value = param.val();
+    assert!(
+        value.is_require_grad(),
+        "the parameter still requires its gradient"
+    );
+    let TensorPrimitive::Float(primitive) = value.into_primitive() else {
+        unreachable!("a float parameter")
+    };
+    assert_eq!(
+        RudaAd::distributed_params(&primitive).map(|p| p.param_id),
+        Some(DistributedParamId::from(id.val())),
+        "the parameter keeps its mark after the step"
+    );
+    // Adam's first step moves each value by the learning rate against its gradient's sign.
+    let stepped = values::<R>(RudaAd::inner(primitive));
+    for (got, want) in stepped.iter().zip([0.9, -2.1]) {
+        assert!((got - want).abs() < 1e-5, "{stepped:?}");
+    }
 }
 
 /// Starts the sync server through `B` (the training backend), reports which backend types have

@@ -250,12 +250,15 @@ where
     }
 }
 
+/// A parameter's update, queued: what its new state keeps, and the operation's results.
+type Queued<B> = (KeptState<B>, AdamTensors<B>);
+
 /// The second walk: each updated parameter replaced by its result, its state recorded.
 struct Apply<'a, B: AutodiffBackend>
 where
     B::InnerBackend: AdamBackend,
 {
-    updated: HashMap<ParamId, (KeptState<B::InnerBackend>, AdamTensors<B::InnerBackend>)>,
+    updated: HashMap<ParamId, Queued<B::InnerBackend>>,
     records: &'a mut HashMap<ParamId, AdaptorRecord<Adam, B>>,
 }
 

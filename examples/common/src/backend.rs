@@ -8,7 +8,6 @@
 
 use burn::module::AutodiffModule;
 use burn::optim::Optimizer;
-use burn::optim::adaptor::OptimizerAdaptor;
 use burn::tensor::backend::AutodiffBackend;
 use ruda_runtime::device::RudaDevice;
 
@@ -54,7 +53,7 @@ macro_rules! burn_adam {
     ($($backend:ty),*) => {$(
         impl TrainingBackend for burn::backend::Autodiff<$backend> {
             type Adam<M: AutodiffModule<Self> + 'static> =
-                OptimizerAdaptor<burn::optim::Adam, M, Self>;
+                burn::optim::adaptor::OptimizerAdaptor<burn::optim::Adam, M, Self>;
 
             fn adam<M: AutodiffModule<Self> + 'static>() -> Self::Adam<M> {
                 burn::optim::AdamConfig::new().init()
