@@ -1,12 +1,16 @@
 //! [`AdamOptimizer`]: a training step's Adam updates queued as one operation a device.
 //!
 //! Burn's `OptimizerAdaptor` calls its optimizer once a parameter, so each parameter's update is
-//! an operation of its own, and each operation costs host time on three threads (the caller,
-//! burn-fusion's, CubeCL's) whatever its size: a transformer's 102 parameters cost more host
-//! time than their kernels take on a fast GPU. This optimizer walks the module twice: first it
-//! gathers every parameter's inputs and queues their updates as one operation a device (cut at
-//! [`MAX_OPERATION_BYTES`]), then it puts the results in place. Gradient clipping, device moves
-//! and records are the adaptor's, so checkpoints move between the two and Burn's Adam.
+//! an operation of its own, which costs host time on the caller's and burn-fusion's threads
+//! whatever its size. This optimizer walks the module twice: first it gathers every parameter's
+//! inputs and queues their updates as one operation a device (cut at [`MAX_OPERATION_BYTES`]),
+//! then it puts the results in place. Gradient clipping, device moves and records are the
+//! adaptor's, so checkpoints move between the two and Burn's Adam.
+//!
+//! Where CubeCL's device thread paces a step, as in the transformer step measured so far, one
+//! operation instead of 102 leaves the step's time where it was (`docs/perf/training-step.md`):
+//! that thread still launches one kernel a parameter. The operation holds every parameter of
+//! the step, which is what a kernel over many parameters needs.
 
 use core::fmt;
 use core::marker::PhantomData;
