@@ -12,7 +12,9 @@
 
 use cubecl::prelude::*;
 use ruda_runtime::TensorBuffer;
-use ruda_runtime::adam::{AdamScalars, adam_step};
+use ruda_runtime::adam::{
+    AdamParameter, AdamScalars, AdamUpdate, adam_step, adam_steps, parameters_per_kernel,
+};
 use ruda_runtime::prelude::DType;
 
 use crate::check_groups::run_groups;
@@ -170,7 +172,8 @@ impl Case {
         self
     }
 
-    pub fn run<Rt: Runtime>(&self, client: &ComputeClient<Rt>) {
+    /// Uploads the case's tensors: the kernel's input and what to expect of its update.
+    fn prepare<Rt: Runtime>(&self, client: &ComputeClient<Rt>) -> (AdamParameter, Expected) {
         let (n, dtype) = (self.rows * self.cols, self.dtype);
         let shape = [self.rows, self.cols];
         let mut rng = Rng(0x5eed ^ n as u64);
@@ -205,16 +208,28 @@ impl Case {
         } else {
             upload(client, &grad, &shape, dtype)
         };
-        let update = adam_step(
-            client,
-            self.scalars,
-            upload(client, &param, &shape, dtype),
-            grad_buffer,
-            upload(client, &m, &shape, dtype),
-            upload(client, &v, &shape, dtype),
-            vmax.as_ref().map(|x| upload(client, x, &shape, dtype)),
-        );
+        let input = AdamParameter {
+            scalars: self.scalars,
+            param: upload(client, &param, &shape, dtype),
+            grad: grad_buffer,
+            moment_1: upload(client, &m, &shape, dtype),
+            moment_2: upload(client, &v, &shape, dtype),
+            max_moment_2: vmax.as_ref().map(|x| upload(client, x, &shape, dtype)),
+        };
         let want = reference(self.scalars, &param, &grad, &m, &v, vmax.as_deref());
+        let unmoved = (self.zero_grad && self.first_step && self.scalars.weight_decay == 0.0)
+            .then_some(param);
+        (input, Expected { want, unmoved })
+    }
+
+    /// Checks `update` against the reference.
+    fn check<Rt: Runtime>(
+        &self,
+        client: &ComputeClient<Rt>,
+        update: &AdamUpdate,
+        expected: &Expected,
+    ) {
+        let (shape, dtype, want) = ([self.rows, self.cols], self.dtype, &expected.want);
         let results: [(&str, Option<&TensorBuffer>, &[f64]); 4] = [
             ("parameter", Some(&update.param), &want[0]),
             ("first moment", Some(&update.moment_1), &want[1]),
@@ -251,15 +266,49 @@ impl Case {
                 self.cols
             );
         }
-        if self.zero_grad && self.first_step && self.scalars.weight_decay == 0.0 {
+        if let Some(param) = &expected.unmoved {
             let got = update.param.to_f32s(client);
             assert_eq!(
-                got, param,
+                &got, param,
                 "{}: a zero first gradient moves nothing",
                 self.name
             );
         }
     }
+
+    /// Runs the case alone ([`adam_step`]) and checks it.
+    pub fn run<Rt: Runtime>(&self, client: &ComputeClient<Rt>) {
+        let (input, expected) = self.prepare(client);
+        let update = adam_step(
+            client,
+            input.scalars,
+            input.param,
+            input.grad,
+            input.moment_1,
+            input.moment_2,
+            input.max_moment_2,
+        );
+        self.check(client, &update, &expected);
+    }
+}
+
+/// What a case's update must be: the reference `(param', m', v', vmax')`, and the parameter
+/// itself when the step must leave it exactly as it was.
+struct Expected {
+    want: [Vec<f64>; 4],
+    unmoved: Option<Vec<f32>>,
+}
+
+/// Runs `cases` as one call of [`adam_steps`], checks every update, and returns how many
+/// kernels ran.
+pub fn run_together<Rt: Runtime>(client: &ComputeClient<Rt>, cases: &[Case]) -> usize {
+    let (inputs, expected): (Vec<_>, Vec<_>) = cases.iter().map(|c| c.prepare(client)).unzip();
+    let steps = adam_steps(client, inputs);
+    assert_eq!(steps.updates.len(), cases.len(), "one update a parameter");
+    for ((case, update), expected) in cases.iter().zip(&steps.updates).zip(&expected) {
+        case.check(client, update, expected);
+    }
+    steps.kernels
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -356,6 +405,75 @@ pub fn double_precision<Rt: Runtime>(client: &ComputeClient<Rt>) {
         .run(client);
 }
 
+/// Many parameters in one call: cases that differ in dtype, vector size (odd lengths load
+/// scalars), AMSGrad, step count and weight decay, an empty one and a transposed gradient, each
+/// right and launched with the others it can share a kernel with; more parameters of one kind
+/// than a kernel takes, which cuts them into `ceil(count / per kernel)` kernels; and sizes that
+/// share a launch's cubes unevenly, one large enough that its units loop.
+pub fn many_parameters<Rt: Runtime>(client: &ComputeClient<Rt>) {
+    let mut mixed = Vec::new();
+    for dtype in dtypes(client) {
+        mixed.push(Case::new("mixed: later step", 64, 64).dtype(dtype));
+        mixed.push(Case::new("mixed: odd length", 1, 1027).dtype(dtype));
+        mixed.push(
+            Case::new("mixed: first step", 16, 8)
+                .dtype(dtype)
+                .first_step(),
+        );
+        mixed.push(Case::new("mixed: amsgrad", 33, 31).dtype(dtype).amsgrad());
+        mixed.push(
+            Case::new("mixed: amsgrad, weight decay", 8, 130)
+                .dtype(dtype)
+                .amsgrad()
+                .weight_decay(0.01),
+        );
+        mixed.push(Case::new("mixed: empty", 0, 16).dtype(dtype));
+        mixed.push(
+            Case::new("mixed: transposed gradient", 32, 32)
+                .dtype(dtype)
+                .transposed_grad(),
+        );
+        mixed.push(Case::new("mixed: one more", 4, 4).dtype(dtype));
+    }
+    let kernels = run_together(client, &mixed);
+    assert!(
+        kernels < mixed.len(),
+        "{} parameters, some of one kind, ran in {kernels} kernels: none shared a launch",
+        mixed.len()
+    );
+
+    // One kind, more than a kernel takes: every length a multiple of 4 (one vector size).
+    let per_kernel = parameters_per_kernel(client.properties().hardware.max_bindings, false);
+    let count = per_kernel + per_kernel / 2 + 1;
+    let uniform: Vec<Case> = (0..count)
+        .map(|i| Case::new("uniform", 1 + i % 5, 4 * (1 + i % 7)))
+        .collect();
+    let kernels = run_together(client, &uniform);
+    assert_eq!(
+        kernels,
+        count.div_ceil(per_kernel),
+        "{count} parameters of one kind, {per_kernel} a kernel"
+    );
+
+    // Uneven sizes in one full launch; the largest has more vectors (4 elements) than its
+    // share of the launch's cubes of 256 units (65535 / members), so its units loop.
+    let share = 65_535 / per_kernel * 256 * 4;
+    if share > 1 << 22 {
+        println!("note: {per_kernel} parameters a kernel: no loop tested below 4M elements");
+        return;
+    }
+    let mut uneven = vec![
+        Case::new("uneven: large", 1, share + 4),
+        Case::new("uneven: middle", 64, 256),
+    ];
+    uneven.extend((2..per_kernel).map(|i| Case::new("uneven: small", 1, 4 * i)));
+    assert_eq!(
+        run_together(client, &uneven),
+        1,
+        "one kernel's worth of one kind"
+    );
+}
+
 /// Runs every group on `client`, printing one line per group; returns the number that failed.
 pub fn run_all<Rt: Runtime>(client: &ComputeClient<Rt>) -> usize {
     run_groups(
@@ -365,6 +483,7 @@ pub fn run_all<Rt: Runtime>(client: &ComputeClient<Rt>) -> usize {
             ("adam: options", options::<Rt>),
             ("adam: edge cases", edge_cases::<Rt>),
             ("adam: f64", double_precision::<Rt>),
+            ("adam: many parameters", many_parameters::<Rt>),
         ],
     )
 }

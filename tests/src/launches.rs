@@ -35,7 +35,7 @@ pub fn linear_backward() -> usize {
     launches(Kernel::LinearBackward)
 }
 
-/// Native Adam updates (one per parameter and step) so far.
+/// Launches of the native Adam kernel (each updates one or more parameters) so far.
 pub fn adam() -> usize {
     launches(Kernel::Adam)
 }

@@ -405,7 +405,7 @@ fn this_machine_lists_the_cpu_adapter() {
     );
 }
 
-// Adam: one parameter's update in one kernel (`ruda_runtime::adam`), against the f64 reference
+// Adam: parameters' updates, one or many a launch (`ruda_runtime::adam`), against the f64 reference
 // of `ruda_tests::adam_checks` (the GPU suite runs the same checks on CUDA).
 
 fn adam_client() -> ComputeClient<RudaWgpu> {
@@ -430,6 +430,11 @@ fn adam_edge_cases() {
 #[test]
 fn adam_double_precision() {
     ruda_tests::adam_checks::double_precision(&adam_client());
+}
+
+#[test]
+fn adam_many_parameters_in_one_launch() {
+    ruda_tests::adam_checks::many_parameters(&adam_client());
 }
 
 /// An f32 buffer of `shape` (zeros) on the CPU adapter.

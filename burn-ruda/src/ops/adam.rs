@@ -4,7 +4,7 @@
 use burn_backend::{Backend, TensorMetadata, ops::FloatTensorOps, tensor::FloatTensor};
 use burn_cubecl::{BoolElement, FloatElement, IntElement, tensor::CubeTensor};
 use ruda_runtime::TensorBuffer;
-use ruda_runtime::adam::{self as kernels, AdamScalars, validate};
+use ruda_runtime::adam::{self as kernels, AdamParameter, AdamScalars, validate};
 
 use super::counters::{self, Kernel};
 use super::{NativeKernel, RudaRuntime, custom_op};
@@ -66,9 +66,8 @@ pub trait AdamBackend: Backend {
 }
 
 /// The kernels of one operation: for each parameter, inputs `[param, grad, m, v]` and AMSGrad's
-/// `vmax` when its flag is set, outputs in the same order without the gradient. One kernel a
-/// parameter: a kernel over many tensors would bind four or five buffers a parameter, past what
-/// wgpu lets one kernel bind.
+/// `vmax` when its flag is set, outputs in the same order without the gradient.
+/// [`kernels::adam_steps`] runs them in as few launches as the device's binding limit allows.
 struct AdamKernel {
     /// Each parameter's scalars and whether it has AMSGrad's maximum.
     params: Vec<(AdamScalars, bool)>,
@@ -90,21 +89,33 @@ impl<R: RudaRuntime> NativeKernel<R> for AdamKernel {
                 .next()
                 .unwrap_or_else(|| unreachable!("Adam: queued with its inputs"))
         };
-        let mut outputs = Vec::new();
-        for &(scalars, amsgrad) in &self.params {
-            let (param, grad, m, v) = (next(), next(), next(), next());
-            let max = amsgrad.then(&mut next);
-            let update = kernels::adam_step(&client, scalars, param, grad, m, v, max);
+        let parameters = self
+            .params
+            .iter()
+            .map(|&(scalars, amsgrad)| AdamParameter {
+                scalars,
+                param: next(),
+                grad: next(),
+                moment_1: next(),
+                moment_2: next(),
+                max_moment_2: amsgrad.then(&mut next),
+            })
+            .collect();
+        let steps = kernels::adam_steps(&client, parameters);
+        for _ in 0..steps.kernels {
             counters::record(Kernel::Adam);
-            outputs.extend(
+        }
+        counters::record(Kernel::AdamOperation);
+        steps
+            .updates
+            .into_iter()
+            .flat_map(|update| {
                 [update.param, update.moment_1, update.moment_2]
                     .into_iter()
                     .chain(update.max_moment_2)
-                    .map(|out| out.into_cube_tensor(client.clone(), device.clone())),
-            );
-        }
-        counters::record(Kernel::AdamOperation);
-        outputs
+            })
+            .map(|out| out.into_cube_tensor(client.clone(), device.clone()))
+            .collect()
     }
 }
 

@@ -22,10 +22,10 @@ pub enum Kernel {
     EmbeddingBackward,
     /// A linear layer's backward as one operation (its products are counted as `Matmul` too).
     LinearBackward,
-    /// One parameter's Adam update.
+    /// One launch of the Adam kernel: the updates of one or more parameters.
     Adam,
     /// One operation of Adam updates: every parameter of an optimizer step on one device, up to
-    /// a size (each parameter's update is counted as `Adam` too).
+    /// a size (its launches are counted as `Adam` too).
     AdamOperation,
 }
 

@@ -8,9 +8,10 @@
 //! adaptor's, so checkpoints move between the two and Burn's Adam.
 //!
 //! Where CubeCL's device thread paces a step, as in the transformer step measured so far, one
-//! operation instead of 102 leaves the step's time where it was (`docs/perf/training-step.md`):
-//! that thread still launches one kernel a parameter. The operation holds every parameter of
-//! the step, which is what a kernel over many parameters needs.
+//! operation instead of 102 alone left the step's time where it was
+//! (`docs/perf/training-step.md`): that thread still launched a kernel a parameter. Holding
+//! every parameter of the step in one operation is what lets the kernels take many parameters a
+//! launch ([`ruda_runtime::adam::adam_steps`]).
 
 use core::fmt;
 use core::marker::PhantomData;
