@@ -8,7 +8,8 @@
 //! gradient, the first step (zero moments) and a later one, weight decay, AMSGrad, a step
 //! count where the bias correction vanishes, a zero gradient, empty tensors; and f64 where the
 //! device has it, at a tolerance only f64 arithmetic meets (the kernel accumulates f64 tensors
-//! in f64).
+//! in f64); many parameters in one call, mixed or of one kind, cut into as many kernels as the
+//! device's binding limit asks.
 
 use cubecl::prelude::*;
 use ruda_runtime::TensorBuffer;
