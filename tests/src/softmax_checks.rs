@@ -25,10 +25,11 @@ use crate::layer_norm_checks::{Rng, round_to, upload};
 /// Both kinds, for loops over them.
 pub const KINDS: [Kind; 2] = [Kind::Softmax, Kind::LogSoftmax];
 /// Every variant, for loops over them.
-pub const VARIANTS: [Variant; 5] = [
+pub const VARIANTS: [Variant; 6] = [
     Variant::PlanePerRow,
     Variant::CubePerRow,
     Variant::CubePerRowStaged,
+    Variant::CubePerRowPipelined,
     Variant::CubePerRowLooped,
     Variant::UnitPerRow,
 ];
@@ -311,7 +312,9 @@ fn supports<Rt: Runtime>(client: &ComputeClient<Rt>, dtype: DType) -> bool {
 // ---------------------------------------------------------------------------------------------
 // Groups
 
-/// Shapes every variant must run (or move on from, unforced).
+/// Shapes every variant must run (or move on from, unforced). 300 rows: more than the pipelined
+/// variant launches cubes where the device does not report its SM count (wgpu, lavapipe), so
+/// its cubes work through two rows or one, unevenly.
 const ROW_SHAPES: &[&[usize]] = &[
     &[5, 1],
     &[7, 3],
@@ -319,6 +322,7 @@ const ROW_SHAPES: &[&[usize]] = &[
     &[33, 256],
     &[9, 1000],
     &[3, 4099],
+    &[300, 520],
 ];
 
 /// Every variant forced, both kinds, at the shapes it can run (a forced variant that cannot
@@ -433,7 +437,11 @@ pub fn half_precision<Rt: Runtime>(client: &ComputeClient<Rt>) {
             .dim(0)
             .dtype(dtype)
             .run(client);
-        for variant in [Variant::CubePerRowStaged, Variant::CubePerRowLooped] {
+        for variant in [
+            Variant::CubePerRowStaged,
+            Variant::CubePerRowPipelined,
+            Variant::CubePerRowLooped,
+        ] {
             Case::new("half forced", &[4, 3000])
                 .dtype(dtype)
                 .launch(Launch::Forced(variant))
@@ -444,10 +452,15 @@ pub fn half_precision<Rt: Runtime>(client: &ComputeClient<Rt>) {
 
 /// Masked elements (`-inf`) get 0 (log: `-inf`); a row of `-inf` everywhere and a row with
 /// `+inf` are NaN; a NaN stays in its row; large offsets do not overflow. In every variant.
+/// The six special rows repeat 64 times (384 rows): more rows than the pipelined variant
+/// launches cubes on lavapipe, so a NaN row's statistics must not reach the row its cube loads
+/// or writes in the same step.
 pub fn special_values<Rt: Runtime>(client: &ComputeClient<Rt>) {
+    const REPEATS: usize = 64;
     let d = 40;
-    let rows = 6;
-    let mut x: Vec<f32> = (0..rows * d)
+    let block = 6;
+    let rows = block * REPEATS;
+    let mut x: Vec<f32> = (0..block * d)
         .map(|i| ((i * 37) % 23) as f32 * 0.25)
         .collect();
     // Row 0: a causal mask's upper part.
@@ -470,6 +483,7 @@ pub fn special_values<Rt: Runtime>(client: &ComputeClient<Rt>) {
     for v in &mut x[5 * d + 10..6 * d] {
         *v = -1e4;
     }
+    let x = x.repeat(REPEATS);
     let mut launches: Vec<Launch> = VARIANTS.iter().map(|&v| Launch::Forced(v)).collect();
     launches.push(Launch::Tuned);
     for launch in launches {
@@ -482,41 +496,44 @@ pub fn special_values<Rt: Runtime>(client: &ComputeClient<Rt>) {
             let got = y.to_f32s(client);
             let want = reference_forward(&x, &[rows, d], 1, kind);
             let what = format!("{launch:?} {}", kind.name());
-            let row = |r: usize| &got[r * d..(r + 1) * d];
-            // The reference gives the same special values: NaN rows 1, 2, 4; zeros (-inf) in
-            // row 0's masked half.
-            assert!(
-                row(1).iter().all(|v| v.is_nan()),
-                "{what}: -inf row {:?}",
-                row(1)
-            );
-            assert!(
-                row(2).iter().all(|v| v.is_nan()),
-                "{what}: NaN row {:?}",
-                row(2)
-            );
-            assert!(
-                row(4).iter().all(|v| v.is_nan()),
-                "{what}: +inf row {:?}",
-                row(4)
-            );
-            for r in [0, 3, 5] {
+            // The reference gives the same special values: NaN rows 1, 2, 4 of every block;
+            // zeros (-inf) in row 0's masked half.
+            for first in (0..rows).step_by(block) {
+                let row = |r: usize| &got[(first + r) * d..(first + r + 1) * d];
                 assert!(
-                    row(r).iter().all(|v| !v.is_nan()),
-                    "{what}: row {r} has NaN: {:?}",
-                    row(r)
+                    row(1).iter().all(|v| v.is_nan()),
+                    "{what}: -inf row {:?}",
+                    row(1)
+                );
+                assert!(
+                    row(2).iter().all(|v| v.is_nan()),
+                    "{what}: NaN row {:?}",
+                    row(2)
+                );
+                assert!(
+                    row(4).iter().all(|v| v.is_nan()),
+                    "{what}: +inf row {:?}",
+                    row(4)
+                );
+                for r in [0, 3, 5] {
+                    assert!(
+                        row(r).iter().all(|v| !v.is_nan()),
+                        "{what}: row {} has NaN: {:?}",
+                        first + r,
+                        row(r)
+                    );
+                }
+                let masked = if kind == Kind::Softmax {
+                    0.0
+                } else {
+                    f32::NEG_INFINITY
+                };
+                assert!(
+                    row(0)[d / 2..].iter().all(|&v| v == masked),
+                    "{what}: masked {:?}",
+                    row(0)
                 );
             }
-            let masked = if kind == Kind::Softmax {
-                0.0
-            } else {
-                f32::NEG_INFINITY
-            };
-            assert!(
-                row(0)[d / 2..].iter().all(|&v| v == masked),
-                "{what}: masked {:?}",
-                row(0)
-            );
             let err = max_error(&got, &want);
             assert!(err <= 2e-6, "{what}: error {err:.3e}");
         }
@@ -543,12 +560,20 @@ pub fn gpu_shapes<Rt: Runtime>(client: &ComputeClient<Rt>) {
     Case::new("attention", &[32, 8, 256, 256]).run(client);
     Case::new("logits", &[8192, 76]).run(client);
     Case::new("vocabulary", &[8192, 50304]).run(client);
+    // Several rows a cube on a GPU (the small shapes of the other groups fit in one wave).
+    Case::new("vocabulary, pipelined", &[8192, 50304])
+        .launch(Launch::Forced(Variant::CubePerRowPipelined))
+        .run(client);
     if supports(client, DType::BF16) {
         Case::new("attention bf16", &[32, 8, 256, 256])
             .dtype(DType::BF16)
             .run(client);
         Case::new("vocabulary bf16", &[1024, 50304])
             .dtype(DType::BF16)
+            .run(client);
+        Case::new("vocabulary bf16, pipelined", &[1024, 50304])
+            .dtype(DType::BF16)
+            .launch(Launch::Forced(Variant::CubePerRowPipelined))
             .run(client);
     }
 }

@@ -6,6 +6,7 @@ use super::{
     Choice, Kind, Variant,
     kernels::{
         columns::softmax_backward_columns,
+        pipelined::softmax_backward_pipelined,
         rows::{softmax_backward_looped, softmax_backward_registers},
         unit::softmax_backward_unit,
     },
@@ -147,6 +148,24 @@ pub(crate) fn backward<R: cubecl::Runtime>(
                     dtype,
                 )
             }
+            Variant::CubePerRowPipelined => softmax_backward_pipelined::launch_unchecked::<R>(
+                client,
+                count,
+                plan.cube_dim(),
+                addr,
+                plan.vector,
+                array_arg(&output, n),
+                array_arg(&grad, n),
+                array_arg(&dx, n),
+                rows,
+                plan.d_vec,
+                plan.group_size,
+                plan.vectors_per_unit,
+                plan.staged_len,
+                plan.plane_size,
+                log,
+                dtype,
+            ),
             Variant::UnitPerRow => softmax_backward_unit::launch_unchecked::<R>(
                 client,
                 count,

@@ -6,6 +6,7 @@ use super::{
     Choice, Kind, Variant,
     kernels::{
         columns::softmax_forward_columns,
+        pipelined::softmax_forward_pipelined,
         rows::{softmax_forward_looped, softmax_forward_registers},
         unit::softmax_forward_unit,
     },
@@ -131,6 +132,23 @@ pub(crate) fn forward<R: cubecl::Runtime>(
                     dtype,
                 )
             }
+            Variant::CubePerRowPipelined => softmax_forward_pipelined::launch_unchecked::<R>(
+                client,
+                count,
+                plan.cube_dim(),
+                addr,
+                plan.vector,
+                array_arg(&input, n),
+                array_arg(&out, n),
+                rows,
+                plan.d_vec,
+                plan.group_size,
+                plan.vectors_per_unit,
+                plan.staged_len,
+                plan.plane_size,
+                log,
+                dtype,
+            ),
             Variant::UnitPerRow => softmax_forward_unit::launch_unchecked::<R>(
                 client,
                 count,

@@ -107,6 +107,12 @@ pub enum Variant {
     /// Where the row fits in the device's shared memory (an H200 takes 227 KiB a cube: a
     /// vocabulary of 50304 f32 logits).
     CubePerRowStaged,
+    /// The staged layout with about as many cubes as the device runs at once, each working
+    /// through several rows as a pipeline: a step writes the result of the row staged by the
+    /// step before while it loads the next row into the same shared memory, so reads and writes
+    /// go out together, where a staged cube alone on its SM alternates between them. Same
+    /// rows as [`Variant::CubePerRowStaged`].
+    CubePerRowPipelined,
     /// One cube per row, looping over the row in chunks and reading it twice: any length.
     CubePerRowLooped,
     /// One unit per row, no shared memory and no barrier (three light passes over the row):
@@ -121,7 +127,9 @@ impl Variant {
         match self {
             Variant::PlanePerRow => Some(Variant::CubePerRow),
             Variant::CubePerRow => Some(Variant::CubePerRowStaged),
-            Variant::CubePerRowStaged | Variant::UnitPerRow => Some(Variant::CubePerRowLooped),
+            Variant::CubePerRowStaged | Variant::CubePerRowPipelined | Variant::UnitPerRow => {
+                Some(Variant::CubePerRowLooped)
+            }
             Variant::CubePerRowLooped => None,
         }
     }

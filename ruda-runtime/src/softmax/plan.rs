@@ -18,10 +18,18 @@ const MAX_REGISTER_ROW_UNITS: usize = 256;
 /// row fills its shared memory (a vocabulary of 50304 f32 logits takes 201 KiB of an H200's
 /// 227), within the registers of an SM.
 const MAX_LOOPED_ROW_UNITS: usize = 512;
+/// Units an SM runs at once (2048 on NVIDIA GPUs since Volta): with the shared memory a
+/// pipelined cube takes, it bounds how many fit on an SM.
+const UNITS_PER_SM: usize = 2048;
+/// Pipelined cubes launched where the device does not report its SM count (wgpu): a guess in
+/// the range of one to two a multiprocessor on large GPUs. Fewer cubes than rows is what the
+/// pipelined kernels are built for.
+const PIPELINED_CUBES_WITHOUT_SM_COUNT: usize = 256;
 /// Rows' units per cube for the plane-per-row variant (several rows a cube).
 const PLANE_ROWS_UNITS: usize = 256;
-/// Vectors per unit per chunk of the looped variant and of the staged forward: four loads in
-/// flight a unit.
+/// Vectors per unit per chunk of the looped variant, the staged forward and the pipelined
+/// variant: four loads in flight a unit and a tensor (the pipelined backward loads two or
+/// three tensors a chunk: the next row's `dy` (softmax: and `y`), the written row's `y`).
 const LOOP_CHUNK: usize = 4;
 /// Vectors per unit per chunk of the staged backward: eight. A staged row of a vocabulary
 /// fills the SM's shared memory, so its cube is alone there, and the backward's first pass
@@ -60,7 +68,7 @@ pub(crate) struct Plan {
     pub rows_per_cube: usize,
     /// Register variants: vectors held a unit. Looped and staged: vectors a unit a chunk.
     pub vectors_per_unit: usize,
-    /// Staged variant: the row's vectors, staged in shared memory; 0 otherwise.
+    /// Staged and pipelined variants: the row's vectors, staged in shared memory; 0 otherwise.
     pub staged_len: usize,
     /// Plane size for plane reductions, 0 for the shared-memory path.
     pub plane_size: usize,
@@ -121,6 +129,7 @@ impl Plan {
             cubes: 0,
             narrowed: narrow,
         };
+        let mut resident_cubes = rows;
         match variant {
             Variant::PlanePerRow => {
                 // Without plane operations a group is a shared-memory tree: as few units as
@@ -140,7 +149,9 @@ impl Plan {
                 plan.group_size = row_group(4, MAX_REGISTER_ROW_UNITS);
                 plan.vectors_per_unit = d_vec.div_ceil(plan.group_size);
             }
-            Variant::CubePerRowStaged | Variant::CubePerRowLooped => {
+            Variant::CubePerRowStaged
+            | Variant::CubePerRowPipelined
+            | Variant::CubePerRowLooped => {
                 let chunk = if variant == Variant::CubePerRowStaged && pass == Pass::Backward {
                     STAGED_BACKWARD_CHUNK
                 } else {
@@ -148,16 +159,34 @@ impl Plan {
                 };
                 plan.group_size = row_group(chunk, MAX_LOOPED_ROW_UNITS);
                 plan.vectors_per_unit = chunk;
-                if variant == Variant::CubePerRowStaged {
+                if variant != Variant::CubePerRowLooped {
                     plan.staged_len = d_vec;
                     let bytes = d_vec * vector * elem_size
                         + shared_len(1, plan.group_size, plane_size, 1) * 4;
                     if bytes > hw.max_shared_memory_size {
                         return Err(format!(
-                            "softmax CubePerRowStaged: a row of {d} elements takes {bytes} bytes \
-                             of shared memory, more than this device's {}",
+                            "softmax {variant:?}: a row of {d} elements takes {bytes} bytes of \
+                             shared memory, more than this device's {}",
                             hw.max_shared_memory_size
                         ));
+                    }
+                    if variant == Variant::CubePerRowPipelined {
+                        // About as many cubes as the device runs at once, each working through
+                        // several rows.
+                        let per_sm = (hw.max_shared_memory_size / bytes)
+                            .clamp(1, (UNITS_PER_SM / plan.group_size).max(1));
+                        resident_cubes = match hw.num_streaming_multiprocessors {
+                            Some(sms) => sms as usize * per_sm,
+                            // Without an SM count (wgpu, lavapipe among them): enough cubes
+                            // that none loops past lavapipe's limit (a step loops over its
+                            // chunks, and its reductions' trees take at most 32 iterations).
+                            None => {
+                                let chunks = d_vec.div_ceil(plan.group_size * chunk);
+                                let steps_per_cube = UNIT_LOOP_BUDGET / (chunks + 32);
+                                PIPELINED_CUBES_WITHOUT_SM_COUNT
+                                    .max(rows.div_ceil(steps_per_cube.max(1)))
+                            }
+                        };
                     }
                 }
             }
@@ -186,6 +215,7 @@ impl Plan {
         let tiles = match variant {
             Variant::PlanePerRow => rows.div_ceil(plan.rows_per_cube),
             Variant::UnitPerRow => rows.div_ceil(plan.group_size),
+            Variant::CubePerRowPipelined => rows.min(resident_cubes),
             _ => rows,
         };
         plan.cubes = tiles.clamp(1, max_cubes);

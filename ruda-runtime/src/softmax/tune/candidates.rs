@@ -68,7 +68,7 @@ impl Candidate {
 }
 
 /// Every candidate, forward and backward, in a fixed order (CubeCL's cache checksum is over
-/// these names, so a change of the list invalidates old results): the five variants with the
+/// these names, so a change of the list invalidates old results): the six variants with the
 /// widest usable vector, then with half of it. A candidate that cannot run a shape as asked (a
 /// row too long for its registers or for shared memory, a half-width vector where the widest
 /// is 1, a unit looping past lavapipe's limit) fails its benchmark before launching anything
@@ -77,15 +77,17 @@ impl Candidate {
 /// The tuner only times the candidates; every candidate is checked against the f64 reference
 /// on its own, in `tests/src/softmax_checks.rs` (run on lavapipe in CI by
 /// `tests/tests/softmax.rs`) and in the GPU suite.
-pub const CANDIDATES: [Candidate; 10] = [
+pub const CANDIDATES: [Candidate; 12] = [
     Candidate::new(Variant::PlanePerRow, false),
     Candidate::new(Variant::CubePerRow, false),
     Candidate::new(Variant::CubePerRowStaged, false),
+    Candidate::new(Variant::CubePerRowPipelined, false),
     Candidate::new(Variant::CubePerRowLooped, false),
     Candidate::new(Variant::UnitPerRow, false),
     Candidate::new(Variant::PlanePerRow, true),
     Candidate::new(Variant::CubePerRow, true),
     Candidate::new(Variant::CubePerRowStaged, true),
+    Candidate::new(Variant::CubePerRowPipelined, true),
     Candidate::new(Variant::CubePerRowLooped, true),
     Candidate::new(Variant::UnitPerRow, true),
 ];

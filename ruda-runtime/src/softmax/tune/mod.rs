@@ -1,7 +1,10 @@
 //! Softmax autotuning (the last-dimension path): the key ([`SoftmaxKey`], the row kernels'
 //! key), the candidates ([`candidates`]), the inputs they are benchmarked on, and the two
 //! `TunableSet`s (forward, backward) that [`crate::autotune::tuner`] runs. Softmax and
-//! log-softmax share a key: they move the same bytes with the same reductions.
+//! log-softmax share the forward's tuner: they move the same bytes with the same reductions.
+//! Their backwards are tuned apart: softmax's reads `y` twice (its sum needs `y`), log-softmax's
+//! once, so the pipelined variant, whose second read of `y` comes a step after the first,
+//! suits one and not the other (docs/perf/softmax.md).
 
 pub mod candidates;
 
@@ -26,8 +29,18 @@ pub type SoftmaxKey = RowKey;
 
 /// The forward tuner's name, which is also its cache file's name.
 pub const FORWARD_TUNER_NAME: &str = "softmax-forward";
-/// The backward tuner's name, which is also its cache file's name.
+/// Softmax's backward tuner's name, which is also its cache file's name.
 pub const BACKWARD_TUNER_NAME: &str = "softmax-backward";
+/// Log-softmax's backward tuner's name, which is also its cache file's name.
+pub const LOG_BACKWARD_TUNER_NAME: &str = "softmax-log-backward";
+
+/// The backward tuner of `kind`: its name and its tuner.
+fn backward_tuner(kind: Kind) -> (&'static str, &'static LocalTuner<SoftmaxKey, String>) {
+    match kind {
+        Kind::Softmax => (BACKWARD_TUNER_NAME, &BACKWARD_TUNER),
+        Kind::LogSoftmax => (LOG_BACKWARD_TUNER_NAME, &LOG_BACKWARD_TUNER),
+    }
+}
 
 /// Output of a candidate (`y` or `dx`).
 pub(crate) struct Output(TensorBuffer);
@@ -155,7 +168,7 @@ fn run_backward<R: cubecl::Runtime>(
         None => count_benchmark_run(),
         Some(key) => record_choice(
             &inputs.cache_id,
-            BACKWARD_TUNER_NAME,
+            backward_tuner(inputs.kind).0,
             &key,
             candidate.name(),
         ),
@@ -185,6 +198,8 @@ fn backward_set<R: cubecl::Runtime>() -> TunableSet<SoftmaxKey, BackwardInputs<R
 
 static FORWARD_TUNER: LocalTuner<SoftmaxKey, String> = LocalTuner::new(FORWARD_TUNER_NAME);
 static BACKWARD_TUNER: LocalTuner<SoftmaxKey, String> = LocalTuner::new(BACKWARD_TUNER_NAME);
+static LOG_BACKWARD_TUNER: LocalTuner<SoftmaxKey, String> =
+    LocalTuner::new(LOG_BACKWARD_TUNER_NAME);
 
 /// The tuned forward pass over the last dimension of `input` (arguments checked, non-empty).
 pub(crate) fn forward<R: cubecl::Runtime>(
@@ -219,7 +234,8 @@ pub(crate) fn backward<R: cubecl::Runtime>(
     grad: TensorBuffer,
     kind: Kind,
 ) -> TensorBuffer {
-    let cache_id = tuner::persistent_cache_id(client, BACKWARD_TUNER_NAME);
+    let (name, backward_tuner) = backward_tuner(kind);
+    let cache_id = tuner::persistent_cache_id(client, name);
     let inputs = BackwardInputs {
         client: client.clone(),
         cache_id: cache_id.as_deref().unwrap_or(IN_PROCESS_ID).into(),
@@ -228,14 +244,7 @@ pub(crate) fn backward<R: cubecl::Runtime>(
         kind,
         benchmark: false,
     };
-    let set = BACKWARD_TUNER.init(backward_set::<R>);
-    let Output(dx) = tuner::execute(
-        client,
-        &BACKWARD_TUNER,
-        BACKWARD_TUNER_NAME,
-        set,
-        cache_id,
-        inputs,
-    );
+    let set = backward_tuner.init(backward_set::<R>);
+    let Output(dx) = tuner::execute(client, backward_tuner, name, set, cache_id, inputs);
     dx
 }
