@@ -37,11 +37,15 @@ use cubecl::{
     device_handle::DeviceHandle,
     server::{ComputeServer, Handle},
     stream_id::StreamId,
+    zspace::Strides,
 };
 use cudarc::cublas::sys as blas;
 use cudarc::driver::sys as cu;
 
-use super::plan::{BatchLayout, GemmPlan, GemmUnsupported, output_shape, plan, plan_strided};
+use super::plan::{
+    BatchLayout, GemmPlan, GemmUnsupported, output_shape, output_strides, plan, plan_into,
+    plan_strided,
+};
 use super::supports_dtype;
 use crate::layout::into_contiguous;
 use crate::runtime::cuda::RudaCuda;
@@ -112,16 +116,32 @@ pub fn matmul_with(
     // An operand whose strides no GEMM operand describes (neither its rows nor its columns
     // contiguous, or more nested batch dimensions than a plan walks; with
     // `RUDA_MATMUL_NESTED=off` also any nested batch) is copied row-major first: at most one
-    // copy an operand, since a row-major operand always has a strided plan.
+    // copy an operand, since a row-major operand always has a strided plan. The output follows
+    // the right-hand side's memory order where `output_strides` says so (attention's layouts,
+    // `RUDA_MATMUL_OUTPUT_ORDER=off`: never), else, or where no plan writes that order, it is
+    // row-major.
+    let settings = super::settings();
     let (mut lhs, mut rhs) = (lhs, rhs);
-    let planner = if super::settings().nested {
-        plan
-    } else {
-        plan_strided
-    };
-    let gemm = loop {
-        match planner(&lhs.shape, &lhs.strides, &rhs.shape, &rhs.strides) {
-            Ok(gemm) => break gemm,
+    let mut follow = settings.nested && settings.output_order;
+    let (gemm, out_strides) = loop {
+        let out_strides = match output_shape(&lhs.shape, &rhs.shape) {
+            Ok(shape) if follow => output_strides(&shape, &rhs.shape, &rhs.strides),
+            _ => Vec::new(),
+        };
+        let planned = match (settings.nested, out_strides.is_empty()) {
+            (false, _) => plan_strided(&lhs.shape, &lhs.strides, &rhs.shape, &rhs.strides),
+            (true, true) => plan(&lhs.shape, &lhs.strides, &rhs.shape, &rhs.strides),
+            (true, false) => plan_into(
+                &lhs.shape,
+                &lhs.strides,
+                &rhs.shape,
+                &rhs.strides,
+                &out_strides,
+            ),
+        };
+        match planned {
+            Ok(gemm) => break (gemm, out_strides),
+            Err(GemmUnsupported::OutputLayout) if follow => follow = false,
             Err(GemmUnsupported::LhsLayout) if !lhs.is_contiguous() => {
                 lhs = into_contiguous(client, lhs)
             }
@@ -135,7 +155,11 @@ pub fn matmul_with(
         }
     };
     let shape = output_shape(&lhs.shape, &rhs.shape).expect("planned above");
-    let out = TensorBuffer::empty(client, shape.into(), lhs.dtype);
+    let mut out = TensorBuffer::empty(client, shape.into(), lhs.dtype);
+    if !out_strides.is_empty() {
+        // Same elements, no gaps (`output_strides`): only the order differs.
+        out.strides = Strides::new(&out_strides);
+    }
     let call = GemmCall {
         device: device.index,
         gemm,
@@ -475,7 +499,7 @@ fn gemm_call(
                     beta,
                     array(2) as *const *mut c_void,
                     data,
-                    int(g.n),
+                    int(g.out_ld),
                     int(g.batch),
                     compute,
                     blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,

@@ -23,7 +23,11 @@
 //! (multi-head attention's `[batch, heads, seq, d]` views of `[batch, seq, heads, d]`: one
 //! batched call on per-entry pointers, see [`plan`]), instead of copying them row-major first
 //! (48 fewer copies and 8-11% off the transformer's training step, `docs/perf/products.md`).
-//! `RUDA_MATMUL_NESTED=off` copies such views first, as before.
+//! `RUDA_MATMUL_NESTED=off` copies such views first, as before. Where such a view is the
+//! right-hand side and has the output's shape (attention's `weights x value`, and the value's,
+//! query's and key's gradients), the output is written in the view's memory order
+//! ([`output_strides`]), so that Burn's `swap_dims(1, 2).reshape(..)` of it needs no copy;
+//! `RUDA_MATMUL_OUTPUT_ORDER=off` keeps every output row-major.
 //!
 //! `RUDA_MATMUL=cubecl` (or `burn`, `off`) keeps Burn's matmul everywhere.
 
@@ -33,7 +37,8 @@ pub mod plan;
 pub mod cublas;
 
 pub use plan::{
-    BatchLayout, GemmOperand, GemmPlan, GemmUnsupported, output_shape, plan, plan_strided,
+    BatchLayout, GemmOperand, GemmPlan, GemmUnsupported, output_shape, output_strides, plan,
+    plan_into, plan_strided,
 };
 
 use std::sync::OnceLock;
@@ -55,6 +60,10 @@ pub const ENV_MATMUL_TF32: &str = "RUDA_MATMUL_TF32";
 /// `RUDA_MATMUL_NESTED`: `off` (also `0`, `false`, `no`) copies an operand whose batch
 /// dimensions do not collapse into one stride, instead of reading it through per-entry pointers.
 pub const ENV_MATMUL_NESTED: &str = "RUDA_MATMUL_NESTED";
+/// `RUDA_MATMUL_OUTPUT_ORDER`: `off` (also `0`, `false`, `no`) keeps every product's output
+/// row-major, instead of in its right-hand side's memory order where [`output_strides`]
+/// gives one.
+pub const ENV_MATMUL_OUTPUT_ORDER: &str = "RUDA_MATMUL_OUTPUT_ORDER";
 
 /// The matmul settings of this process, from the environment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,23 +74,29 @@ pub struct MatmulSettings {
     pub tf32: bool,
     /// `false` when `RUDA_MATMUL_NESTED=off`: nested batch layouts are copied first.
     pub nested: bool,
+    /// `false` when `RUDA_MATMUL_OUTPUT_ORDER=off` (or nested layouts are off): outputs are
+    /// always row-major.
+    pub output_order: bool,
 }
 
 impl MatmulSettings {
-    /// Reads the three variables (no caching; see [`settings`]).
+    /// Reads the four variables (no caching; see [`settings`]).
     pub fn from_env() -> Self {
         let var = |name| std::env::var(name).ok();
         Self::from_values(var(ENV_MATMUL).as_deref(), var(ENV_MATMUL_TF32).as_deref())
             .with_nested(var(ENV_MATMUL_NESTED).as_deref())
+            .with_output_order(var(ENV_MATMUL_OUTPUT_ORDER).as_deref())
     }
 
     /// The settings for the values of `RUDA_MATMUL` and `RUDA_MATMUL_TF32` (`None`: unset),
-    /// nested batch layouts read in place.
+    /// nested batch layouts read in place, outputs in the right-hand side's order where it
+    /// applies.
     pub fn from_values(matmul: Option<&str>, tf32: Option<&str>) -> Self {
         Self {
             native: !is_off(matmul, &["cubecl", "burn"]),
             tf32: !is_off(tf32, &[]),
             nested: true,
+            output_order: true,
         }
     }
 
@@ -89,6 +104,14 @@ impl MatmulSettings {
     pub fn with_nested(self, nested: Option<&str>) -> Self {
         Self {
             nested: !is_off(nested, &[]),
+            ..self
+        }
+    }
+
+    /// These settings with the value of `RUDA_MATMUL_OUTPUT_ORDER` (`None`: unset).
+    pub fn with_output_order(self, order: Option<&str>) -> Self {
+        Self {
+            output_order: !is_off(order, &[]),
             ..self
         }
     }
@@ -112,11 +135,13 @@ mod tests {
             MatmulSettings {
                 native: true,
                 tf32: true,
-                nested: true
+                nested: true,
+                output_order: true
             }
         );
         for on in ["on", " ON ", "1", "true", "yes", ""] {
             assert!(default.with_nested(Some(on)).nested, "{on}");
+            assert!(default.with_output_order(Some(on)).output_order, "{on}");
         }
         assert_eq!(MatmulSettings::from_values(Some(""), Some("on")), default);
         assert_eq!(MatmulSettings::from_values(Some("cublas"), None), default);
@@ -134,6 +159,7 @@ mod tests {
             assert!(!MatmulSettings::from_values(None, Some(off)).tf32, "{off}");
             let default = MatmulSettings::from_values(None, None);
             assert!(!default.with_nested(Some(off)).nested, "{off}");
+            assert!(!default.with_output_order(Some(off)).output_order, "{off}");
         }
     }
 

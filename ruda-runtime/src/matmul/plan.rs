@@ -3,7 +3,9 @@
 //! walked by one stride per operand where the batch dimensions collapse into one
 //! ([`BatchLayout::Strided`]), and by one pointer per batch entry where they do not
 //! ([`BatchLayout::Nested`]: multi-head attention's `[batch, heads, seq, d]` views of
-//! `[batch, seq, heads, d]`), so that no operand is copied for its batch layout.
+//! `[batch, seq, heads, d]`), so that no operand is copied for its batch layout. The output is
+//! row-major, or laid out in the right-hand side's memory order where [`output_strides`] says
+//! so (attention's `weights x value`, whose result Burn swaps back and reshapes at once).
 
 use core::fmt;
 
@@ -32,8 +34,8 @@ pub enum BatchLayout {
     /// The batch dimensions do not collapse into one stride: entry `b`, at index
     /// `(i_0, .., i_{len-1})` of `sizes` (outermost first, row-major), starts `sum i_d *
     /// lhs[d]` elements into the left-hand side and `sum i_d * rhs[d]` into the right-hand
-    /// side (0 where that operand is broadcast); the output is still row-major. One batched
-    /// call on per-entry pointers ([`GemmPlan::entry_offsets`]).
+    /// side (0 where that operand is broadcast) and `sum i_d * out[d]` into the output. One
+    /// batched call on per-entry pointers ([`GemmPlan::entry_offsets`]).
     Nested {
         /// Number of batch dimensions in use.
         len: usize,
@@ -43,12 +45,15 @@ pub enum BatchLayout {
         lhs: [usize; MAX_NESTED_BATCH_DIMS],
         /// The right-hand side's stride along each, in elements.
         rhs: [usize; MAX_NESTED_BATCH_DIMS],
+        /// The output's stride along each, in elements.
+        out: [usize; MAX_NESTED_BATCH_DIMS],
     },
 }
 
 /// A matrix product as one batched GEMM: `out[b] = lhs[b] x rhs[b]` for `b < batch`,
-/// `lhs[b]` is `m x k`, `rhs[b]` is `k x n`, and the output is a fresh row-major
-/// `[batch.., m, n]` buffer (`batch * m * n` elements, no gaps).
+/// `lhs[b]` is `m x k`, `rhs[b]` is `k x n`, and the output is a fresh `[batch.., m, n]`
+/// buffer of `batch * m * n` elements with no gaps: row-major under [`BatchLayout::Strided`]
+/// (`out_ld == n`), each entry's rows `out_ld` apart under [`BatchLayout::Nested`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemmPlan {
     /// Rows of each product (with the batch folded in when [`GemmPlan::batch`] is 1 and the
@@ -64,7 +69,10 @@ pub struct GemmPlan {
     pub lhs: GemmOperand,
     /// The right-hand side.
     pub rhs: GemmOperand,
-    /// Where each batch entry of the operands starts.
+    /// Elements between two rows of an output entry: `n` unless the output follows an
+    /// operand's memory order ([`output_strides`]).
+    pub out_ld: usize,
+    /// Where each batch entry of the operands and the output starts.
     pub batch_layout: BatchLayout,
 }
 
@@ -72,26 +80,29 @@ impl GemmPlan {
     /// Element offsets of every batch entry, in batch order: `(lhs, rhs, out)` for entry `b`.
     pub fn entry_offsets(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
         let out_size = self.m * self.n;
-        (0..self.batch).map(move |b| {
-            let (lhs, rhs) = match self.batch_layout {
-                BatchLayout::Strided => (b * self.lhs.batch_stride, b * self.rhs.batch_stride),
-                BatchLayout::Nested {
-                    len,
-                    sizes,
-                    lhs,
-                    rhs,
-                } => {
-                    let (mut rest, mut l, mut r) = (b, 0, 0);
-                    for d in (0..len).rev() {
-                        let i = rest % sizes[d];
-                        rest /= sizes[d];
-                        l += i * lhs[d];
-                        r += i * rhs[d];
-                    }
-                    (l, r)
+        (0..self.batch).map(move |b| match self.batch_layout {
+            BatchLayout::Strided => (
+                b * self.lhs.batch_stride,
+                b * self.rhs.batch_stride,
+                b * out_size,
+            ),
+            BatchLayout::Nested {
+                len,
+                sizes,
+                lhs,
+                rhs,
+                out,
+            } => {
+                let (mut rest, mut l, mut r, mut o) = (b, 0, 0, 0);
+                for d in (0..len).rev() {
+                    let i = rest % sizes[d];
+                    rest /= sizes[d];
+                    l += i * lhs[d];
+                    r += i * rhs[d];
+                    o += i * out[d];
                 }
-            };
-            (lhs, rhs, b * out_size)
+                (l, r, o)
+            }
         })
     }
 }
@@ -113,6 +124,9 @@ pub enum GemmUnsupported {
     LhsLayout,
     /// The right-hand side's strides fit no GEMM operand (a copy to row-major fixes it).
     RhsLayout,
+    /// The output strides asked for ([`plan_into`]) are not a layout a plan writes (a
+    /// row-major output always is).
+    OutputLayout,
 }
 
 impl fmt::Display for GemmUnsupported {
@@ -124,6 +138,7 @@ impl fmt::Display for GemmUnsupported {
             Self::MixedBroadcast => "an operand broadcast over only some batch dimensions",
             Self::LhsLayout => "a left-hand side layout no GEMM operand describes",
             Self::RhsLayout => "a right-hand side layout no GEMM operand describes",
+            Self::OutputLayout => "an output layout no plan writes",
         })
     }
 }
@@ -167,14 +182,15 @@ pub fn output_shape(lhs: &[usize], rhs: &[usize]) -> Result<Vec<usize>, GemmUnsu
     Ok(out)
 }
 
-/// Plans `lhs x rhs` from both operands' shapes and strides (in elements).
+/// Plans `lhs x rhs` from both operands' shapes and strides (in elements), into a row-major
+/// output.
 pub fn plan(
     lhs_shape: &[usize],
     lhs_strides: &[usize],
     rhs_shape: &[usize],
     rhs_strides: &[usize],
 ) -> Result<GemmPlan, GemmUnsupported> {
-    plan_with(lhs_shape, lhs_strides, rhs_shape, rhs_strides, true)
+    plan_with(lhs_shape, lhs_strides, rhs_shape, rhs_strides, None, true)
 }
 
 /// [`plan`] restricted to [`BatchLayout::Strided`]: an operand whose batch dimensions do not
@@ -185,7 +201,86 @@ pub fn plan_strided(
     rhs_shape: &[usize],
     rhs_strides: &[usize],
 ) -> Result<GemmPlan, GemmUnsupported> {
-    plan_with(lhs_shape, lhs_strides, rhs_shape, rhs_strides, false)
+    plan_with(lhs_shape, lhs_strides, rhs_shape, rhs_strides, None, false)
+}
+
+/// [`plan`] into an output of strides `out_strides`: row-major ones, or those
+/// [`output_strides`] gives (rows contiguous, no gaps, no overlap). A layout other than
+/// row-major is walked per entry ([`BatchLayout::Nested`]); where that cannot be (more batch
+/// dimensions than a nested plan walks, or strides that are not such a layout) the result is
+/// [`GemmUnsupported::OutputLayout`], and a row-major output always has a plan.
+pub fn plan_into(
+    lhs_shape: &[usize],
+    lhs_strides: &[usize],
+    rhs_shape: &[usize],
+    rhs_strides: &[usize],
+    out_strides: &[usize],
+) -> Result<GemmPlan, GemmUnsupported> {
+    plan_with(
+        lhs_shape,
+        lhs_strides,
+        rhs_shape,
+        rhs_strides,
+        Some(out_strides),
+        true,
+    )
+}
+
+/// The strides to give the output of `lhs x rhs` (shape `out`): the right-hand side's when it
+/// has the output's shape and is a dense, non-row-major layout with contiguous rows (a
+/// permutation of row-major storage, such as multi-head attention's `[batch, heads, seq, d]`
+/// view of `[batch, seq, heads, d]`); row-major strides otherwise.
+///
+/// Why: in attention, `weights x value` and the gradients of the value, query and key are
+/// products whose right-hand side is such a view, and Burn swaps each result back
+/// (`swap_dims(1, 2)`) and reshapes it to `[batch, seq, d_model]` at once: written in that
+/// order, the swapped result is row-major and the reshape is free, where a row-major product
+/// output costs a copy kernel per reshape (four per attention layer and step).
+pub fn output_strides(out: &[usize], rhs_shape: &[usize], rhs_strides: &[usize]) -> Vec<usize> {
+    let row_major = row_major_strides(out);
+    let rank = out.len();
+    if rank < 3 || rhs_shape != out || rhs_strides.len() != rank {
+        return row_major;
+    }
+    if out[rank - 1] > 1 && rhs_strides[rank - 1] != 1 {
+        return row_major;
+    }
+    // Dense: ordered by stride, each dimension of size > 1 steps over exactly the elements of
+    // those inside it (so no two entries overlap and no element is skipped).
+    let mut dims: Vec<(usize, usize)> = (0..rank)
+        .filter(|&d| out[d] > 1)
+        .map(|d| (rhs_strides[d], out[d]))
+        .collect();
+    dims.sort_unstable_by_key(|&(stride, _)| core::cmp::Reverse(stride));
+    let mut inner = 1;
+    for &(stride, size) in dims.iter().rev() {
+        if stride != inner {
+            return row_major;
+        }
+        inner *= size;
+    }
+    // A size-1 dimension never moves: give it the stride a row-major layout of the dimensions
+    // inside it would have, as Burn's own tensors do.
+    let mut strides = rhs_strides.to_vec();
+    for d in (0..rank).rev() {
+        if out[d] == 1 {
+            strides[d] = if d + 1 < rank {
+                strides[d + 1] * out[d + 1]
+            } else {
+                1
+            };
+        }
+    }
+    strides
+}
+
+/// Row-major strides of `shape`, in elements.
+fn row_major_strides(shape: &[usize]) -> Vec<usize> {
+    let mut strides = vec![1; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1] * shape[d + 1];
+    }
+    strides
 }
 
 fn plan_with(
@@ -193,6 +288,7 @@ fn plan_with(
     lhs_strides: &[usize],
     rhs_shape: &[usize],
     rhs_strides: &[usize],
+    out_strides: Option<&[usize]>,
     nested: bool,
 ) -> Result<GemmPlan, GemmUnsupported> {
     let out = output_shape(lhs_shape, rhs_shape)?;
@@ -204,6 +300,22 @@ fn plan_with(
     let k = lhs_shape[rank - 1];
     let batch_shape = &out[..rank - 2];
     let batch: usize = batch_shape.iter().product();
+
+    let row_major = row_major_strides(&out);
+    let out_strides = out_strides.unwrap_or(&row_major);
+    let out_row_major = out_strides.len() == rank
+        && (0..rank).all(|d| out[d] == 1 || out_strides[d] == row_major[d]);
+    let out_ld = if out_row_major {
+        n
+    } else {
+        if out_strides.len() != rank || output_strides(&out, &out, out_strides) != out_strides {
+            return Err(GemmUnsupported::OutputLayout);
+        }
+        if m == 1 { n } else { out_strides[rank - 2] }
+    };
+    if i32::try_from(out_ld).is_err() {
+        return Err(GemmUnsupported::TooLarge);
+    }
 
     let matrix = |strides: &[usize], rows, cols, error: GemmUnsupported| {
         matrix_layout(rows, cols, strides[rank - 2], strides[rank - 1]).ok_or(error)
@@ -218,14 +330,23 @@ fn plan_with(
     let strides_of = |shape: &[usize], strides: &[usize]| {
         batch_stride(&shape[..rank - 2], &strides[..rank - 2], batch_shape)
     };
+    let walk_nested = || {
+        nested_batch(
+            (lhs_shape, lhs_strides),
+            (rhs_shape, rhs_strides),
+            out_strides,
+            batch_shape,
+        )
+    };
     let batch_layout = match (
         strides_of(lhs_shape, lhs_strides),
         strides_of(rhs_shape, rhs_strides),
     ) {
-        (Some(l), Some(r)) => {
+        (Some(l), Some(r)) if out_row_major => {
             (lhs.batch_stride, rhs.batch_stride) = (l, r);
             BatchLayout::Strided
         }
+        (Some(_), Some(_)) => walk_nested().ok_or(GemmUnsupported::OutputLayout)?,
         (l, _) => {
             let error = if l.is_none() {
                 GemmUnsupported::LhsLayout
@@ -235,8 +356,7 @@ fn plan_with(
             if !nested {
                 return Err(error);
             }
-            nested_batch(lhs_shape, lhs_strides, rhs_shape, rhs_strides, batch_shape)
-                .ok_or(error)?
+            walk_nested().ok_or(error)?
         }
     };
 
@@ -247,6 +367,7 @@ fn plan_with(
         batch,
         lhs,
         rhs,
+        out_ld,
         batch_layout,
     };
     // A shared right-hand side (a weight under a batch of rows) and left-hand rows that follow
@@ -267,16 +388,19 @@ fn plan_with(
     Ok(plan)
 }
 
-/// The batch dimensions of size > 1 with each operand's stride along them (0 where it is
-/// broadcast), when they fit [`MAX_NESTED_BATCH_DIMS`].
+/// The batch dimensions of size > 1 with each operand's and the output's stride along them
+/// (0 where an operand is broadcast), when they fit [`MAX_NESTED_BATCH_DIMS`].
 fn nested_batch(
-    lhs_shape: &[usize],
-    lhs_strides: &[usize],
-    rhs_shape: &[usize],
-    rhs_strides: &[usize],
+    (lhs_shape, lhs_strides): (&[usize], &[usize]),
+    (rhs_shape, rhs_strides): (&[usize], &[usize]),
+    out_strides: &[usize],
     out: &[usize],
 ) -> Option<BatchLayout> {
-    let mut layout = ([0; MAX_NESTED_BATCH_DIMS], [0; MAX_NESTED_BATCH_DIMS]);
+    let mut layout = (
+        [0; MAX_NESTED_BATCH_DIMS],
+        [0; MAX_NESTED_BATCH_DIMS],
+        [0; MAX_NESTED_BATCH_DIMS],
+    );
     let mut sizes = [0; MAX_NESTED_BATCH_DIMS];
     let mut len = 0;
     for (d, &size) in out.iter().enumerate().filter(|&(_, &size)| size > 1) {
@@ -289,6 +413,7 @@ fn nested_batch(
         sizes[len] = size;
         layout.0[len] = stride(lhs_shape, lhs_strides);
         layout.1[len] = stride(rhs_shape, rhs_strides);
+        layout.2[len] = out_strides[d];
         len += 1;
     }
     Some(BatchLayout::Nested {
@@ -296,6 +421,7 @@ fn nested_batch(
         sizes,
         lhs: layout.0,
         rhs: layout.1,
+        out: layout.2,
     })
 }
 
@@ -526,17 +652,21 @@ mod tests {
         assert_eq!((p.rhs.column_major, p.rhs.ld), (true, h * dh));
         let mut sizes = [0; MAX_NESTED_BATCH_DIMS];
         let mut lhs = [0; MAX_NESTED_BATCH_DIMS];
+        let mut out = [0; MAX_NESTED_BATCH_DIMS];
         sizes[..2].copy_from_slice(&[b, h]);
         lhs[..2].copy_from_slice(&[s * h * dh, dh]);
+        out[..2].copy_from_slice(&[h * s * s, s * s]);
         assert_eq!(
             p.batch_layout,
             BatchLayout::Nested {
                 len: 2,
                 sizes,
                 lhs,
-                rhs: lhs
+                rhs: lhs,
+                out
             }
         );
+        assert_eq!(p.out_ld, s);
         // Without nested batches the query is the first operand to copy.
         assert_eq!(
             plan_strided(&shape, &strides, &kt_shape, &kt_strides),
@@ -588,11 +718,11 @@ mod tests {
                 i * op.ld + j
             }
         };
-        let mut out = vec![0.0; p.batch * p.m * p.n];
+        let mut out = vec![f64::NAN; p.batch * p.m * p.n];
         for (l, r, o) in p.entry_offsets() {
             for i in 0..p.m {
                 for j in 0..p.n {
-                    out[o + i * p.n + j] = (0..p.k)
+                    out[o + i * p.out_ld + j] = (0..p.k)
                         .map(|t| lhs[at(&p.lhs, l, i, t)] * rhs[at(&p.rhs, r, t, j)])
                         .sum();
                 }
@@ -637,17 +767,19 @@ mod tests {
             .collect()
     }
 
+    /// The view of row-major `storage` whose dimension `i` is storage dimension `perm[i]`.
+    fn permuted(storage: &[usize], perm: &[usize]) -> (Vec<usize>, Vec<usize>) {
+        let strides = contiguous(storage);
+        let shape = perm.iter().map(|&p| storage[p]).collect();
+        let strides = perm.iter().map(|&p| strides[p]).collect();
+        (shape, strides)
+    }
+
     #[test]
     fn every_plan_computes_the_product() {
         // Operands as permuted views of row-major storage: attention's layouts, transposes,
         // broadcast batches, and permutations that leave the batch nested.
         let (b, s, h, d) = (2, 3, 4, 5);
-        let permuted = |storage: &[usize], perm: &[usize]| {
-            let strides = contiguous(storage);
-            let shape: Vec<usize> = perm.iter().map(|&p| storage[p]).collect();
-            let strides: Vec<usize> = perm.iter().map(|&p| strides[p]).collect();
-            (shape, strides)
-        };
         let cases = [
             // q [b, h, s, d] x k^T [b, h, d, s], both views of [b, s, h, d].
             (
@@ -701,6 +833,112 @@ mod tests {
             );
         }
         assert_eq!(nested, 5, "the first five cases need per-entry pointers");
+    }
+
+    #[test]
+    fn outputs_in_the_right_hand_sides_order_compute_the_product() {
+        // Attention's products whose right-hand side is a [b, h, s, d] view of [b, s, h, d]:
+        // the output is written in that order, every element once.
+        let (b, s, h, d) = (2, 3, 4, 5);
+        let weights = (vec![b, h, s, s], contiguous(&[b, h, s, s]));
+        let heads = permuted(&[b, s, h, d], &[0, 2, 1, 3]);
+        let cases = [
+            // weights x value (the forward's context; also the query's gradient: dscores x key).
+            (weights.clone(), heads.clone(), true),
+            // weights^T x dcontext (the value's gradient; the key's: dscores^T x query).
+            (swap_last(&weights.0, &weights.1), heads.clone(), true),
+            // batch dimensions stored in the other order.
+            (
+                weights.clone(),
+                permuted(&[h, b, s, d], &[1, 0, 2, 3]),
+                true,
+            ),
+            // a single batch entry: the size-1 dimension's stride is normalised.
+            (
+                (vec![1, h, s, s], contiguous(&[1, h, s, s])),
+                permuted(&[1, s, h, d], &[0, 2, 1, 3]),
+                true,
+            ),
+            // q x k^T with s == d: the right-hand side's rows are not contiguous.
+            (
+                permuted(&[b, d, h, d], &[0, 2, 1, 3]),
+                permuted(&[b, d, h, d], &[0, 2, 3, 1]),
+                false,
+            ),
+            // a row-major right-hand side: a row-major output.
+            (
+                weights.clone(),
+                (vec![b, h, s, d], contiguous(&[b, h, s, d])),
+                false,
+            ),
+        ];
+        for ((ls, lt), (rs, rt), follows) in cases {
+            let out = output_shape(&ls, &rs).unwrap();
+            let strides = output_strides(&out, &rs, &rt);
+            assert_eq!(
+                strides != contiguous(&out),
+                follows,
+                "{rs:?}/{rt:?}: output strides {strides:?}"
+            );
+            let size = |shape: &[usize]| shape.iter().product::<usize>();
+            let lhs: Vec<f64> = (0..size(&ls)).map(|i| (i as f64 * 0.37).sin()).collect();
+            let rhs: Vec<f64> = (0..size(&rs)).map(|i| (i as f64 * 0.91).cos()).collect();
+            let p = plan_into(&ls, &lt, &rs, &rt, &strides).unwrap();
+            if follows {
+                assert!(matches!(p.batch_layout, BatchLayout::Nested { .. }));
+            }
+            let want = reference(&out, (&ls, &lt, &lhs), (&rs, &rt, &rhs));
+            let got = run_plan(&p, &lhs, &rhs);
+            assert!(
+                got.iter().all(|v| !v.is_nan()),
+                "{p:?} left elements unwritten"
+            );
+            // Element `flat` (row-major order of the output's shape) lives at its strides.
+            for (flat, w) in want.iter().enumerate() {
+                let (mut rest, mut at) = (flat, 0);
+                for dim in (0..out.len()).rev() {
+                    at += (rest % out[dim]) * strides[dim];
+                    rest /= out[dim];
+                }
+                assert!(
+                    (got[at] - w).abs() < 1e-12,
+                    "{ls:?}/{lt:?} x {rs:?}/{rt:?} into {strides:?}: element {flat}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn only_dense_right_hand_sides_of_the_output_shape_are_followed() {
+        let shape = [2, 4, 3, 5];
+        let row_major = contiguous(&shape);
+        // The heads view of [2, 3, 4, 5]: followed.
+        let heads = [60, 5, 20, 1];
+        assert_eq!(output_strides(&shape, &shape, &heads), heads.to_vec());
+        // A broadcast dimension (stride 0) overlaps, a slice leaves gaps: row-major.
+        assert_eq!(output_strides(&shape, &shape, &[0, 5, 20, 1]), row_major);
+        assert_eq!(output_strides(&shape, &shape, &[120, 5, 20, 1]), row_major);
+        // Columns contiguous instead of rows: row-major.
+        assert_eq!(output_strides(&shape, &shape, &[60, 15, 1, 3]), row_major);
+        // Another shape than the output's, or a matrix without batch dimensions: row-major.
+        assert_eq!(
+            output_strides(&shape, &[2, 4, 3, 1], &[12, 1, 4, 1]),
+            row_major
+        );
+        assert_eq!(
+            output_strides(&[3, 5], &[3, 5], &[1, 3]),
+            contiguous(&[3, 5])
+        );
+        // A layout no plan writes is refused; a row-major output always has a plan.
+        let (ls, lt) = (vec![2, 4, 3, 3], contiguous(&[2, 4, 3, 3]));
+        assert_eq!(
+            plan_into(&ls, &lt, &shape, &heads, &[0, 5, 20, 1]),
+            Err(GemmUnsupported::OutputLayout)
+        );
+        assert_eq!(
+            plan_into(&ls, &lt, &shape, &heads, &row_major),
+            plan(&ls, &lt, &shape, &heads)
+        );
     }
 
     #[test]
