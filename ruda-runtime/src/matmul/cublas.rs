@@ -117,15 +117,20 @@ pub fn matmul_with(
     // contiguous, or more nested batch dimensions than a plan walks; with
     // `RUDA_MATMUL_NESTED=off` also any nested batch) is copied row-major first: at most one
     // copy an operand, since a row-major operand always has a strided plan. The output follows
-    // the right-hand side's memory order where `output_strides` says so (attention's layouts,
-    // `RUDA_MATMUL_OUTPUT_ORDER=off`: never), else, or where no plan writes that order, it is
-    // row-major.
+    // an operand's memory order where `output_strides` says so (attention's layouts;
+    // `RUDA_MATMUL_OUTPUT_ORDER=off`: never; `=transposed`: also a transposed left-hand side),
+    // else, or where no plan writes that order, it is row-major.
     let settings = super::settings();
     let (mut lhs, mut rhs) = (lhs, rhs);
     let mut follow = settings.nested && settings.output_order;
     let (gemm, out_strides) = loop {
         let out_strides = match output_shape(&lhs.shape, &rhs.shape) {
-            Ok(shape) if follow => output_strides(&shape, &rhs.shape, &rhs.strides),
+            Ok(shape) if follow => output_strides(
+                &shape,
+                (&lhs.shape, &lhs.strides),
+                (&rhs.shape, &rhs.strides),
+                settings.transposed_order,
+            ),
             _ => Vec::new(),
         };
         let planned = match (settings.nested, out_strides.is_empty()) {
@@ -467,7 +472,8 @@ fn gemm_call(
     // transpose already (op N); a column-major one needs op T.
     let int = |v: usize| v as i32;
     if let BatchLayout::Nested { .. } = g.batch_layout {
-        // cuBLAS's A, B, C are our rhs, lhs, out: one array of each, back to back.
+        // One array of pointers each for the right-hand side, the left-hand side and the
+        // output, back to back.
         let bytes = dtype.size() as u64;
         let mut pointers = Vec::with_capacity(3 * g.batch);
         pointers.extend(g.entry_offsets().map(|(_, r, _)| rhs + r as u64 * bytes));
@@ -477,6 +483,24 @@ fn gemm_call(
         let arrays = unsafe { device.upload_pointer_arrays(&pointers)? };
         let entry = core::mem::size_of::<u64>() as u64;
         let array = |i: u64| (arrays + i * g.batch as u64 * entry) as *const *const c_void;
+        let (rhs_array, lhs_array) = (array(0), array(1));
+        // A row-major output is computed as C^T = B^T A^T (cuBLAS's A, B are our rhs, lhs);
+        // a column-major one (an output in a transposed operand's order) is cuBLAS's own
+        // C = A B, with A, B our lhs, rhs: a row-major operand read column-major is then its
+        // transpose (op T).
+        let ((a, op_a, lda), (b, op_b, ldb), (rows, cols)) = if g.out.column_major {
+            (
+                (lhs_array, op(!g.lhs.column_major), g.lhs.ld),
+                (rhs_array, op(!g.rhs.column_major), g.rhs.ld),
+                (g.m, g.n),
+            )
+        } else {
+            (
+                (rhs_array, op(g.rhs.column_major), g.rhs.ld),
+                (lhs_array, op(g.lhs.column_major), g.lhs.ld),
+                (g.n, g.m),
+            )
+        };
         // SAFETY: the arrays hold `batch` pointers each into live device buffers of the sizes
         // the plan was made from (the caller holds them), uploaded on this stream before the
         // call; `device`'s handle belongs to this thread's context.
@@ -484,22 +508,22 @@ fn gemm_call(
             cublas(
                 blas::cublasGemmBatchedEx(
                     device.handle,
-                    op(g.rhs.column_major),
-                    op(g.lhs.column_major),
-                    int(g.n),
-                    int(g.m),
+                    op_a,
+                    op_b,
+                    int(rows),
+                    int(cols),
                     int(g.k),
                     alpha,
-                    array(0),
+                    a,
                     data,
-                    int(g.rhs.ld),
-                    array(1),
+                    int(lda),
+                    b,
                     data,
-                    int(g.lhs.ld),
+                    int(ldb),
                     beta,
                     array(2) as *const *mut c_void,
                     data,
-                    int(g.out_ld),
+                    int(g.out.ld),
                     int(g.batch),
                     compute,
                     blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
@@ -508,6 +532,10 @@ fn gemm_call(
             )
         };
     }
+    debug_assert!(
+        !g.out.column_major && g.out.ld == g.n,
+        "a strided plan writes row-major"
+    );
     // SAFETY: the pointers are live device buffers of the sizes the plan was made from (the
     // caller holds them); `device`'s handle belongs to this thread's context.
     unsafe {

@@ -23,11 +23,13 @@
 //! (multi-head attention's `[batch, heads, seq, d]` views of `[batch, seq, heads, d]`: one
 //! batched call on per-entry pointers, see [`plan`]), instead of copying them row-major first
 //! (48 fewer copies and 8-11% off the transformer's training step, `docs/perf/products.md`).
-//! `RUDA_MATMUL_NESTED=off` copies such views first, as before. Where such a view is the
-//! right-hand side and has the output's shape (attention's `weights x value`, and the value's,
-//! query's and key's gradients), the output is written in the view's memory order
-//! ([`output_strides`]), so that Burn's `swap_dims(1, 2).reshape(..)` of it needs no copy;
-//! `RUDA_MATMUL_OUTPUT_ORDER=off` keeps every output row-major.
+//! `RUDA_MATMUL_NESTED=off` copies such views first, as before. Where such a view has the
+//! output's shape as the right-hand side (attention's `weights x value`, the value's and the
+//! query's gradients), the output is written in the view's memory order ([`output_strides`]),
+//! so that Burn's `swap_dims(1, 2).reshape(..)` of it needs no copy; `RUDA_MATMUL_OUTPUT_ORDER=off`
+//! keeps every output row-major. `RUDA_MATMUL_OUTPUT_ORDER=transposed` also follows a
+//! transposed view on the left (the key's gradient: column-major outputs); it is off by default
+//! until it has run on CUDA (its plans are checked on the CPU).
 //!
 //! `RUDA_MATMUL=cubecl` (or `burn`, `off`) keeps Burn's matmul everywhere.
 
@@ -61,8 +63,8 @@ pub const ENV_MATMUL_TF32: &str = "RUDA_MATMUL_TF32";
 /// dimensions do not collapse into one stride, instead of reading it through per-entry pointers.
 pub const ENV_MATMUL_NESTED: &str = "RUDA_MATMUL_NESTED";
 /// `RUDA_MATMUL_OUTPUT_ORDER`: `off` (also `0`, `false`, `no`) keeps every product's output
-/// row-major, instead of in its right-hand side's memory order where [`output_strides`]
-/// gives one.
+/// row-major, instead of in its right-hand side's memory order where [`output_strides`] gives
+/// one; `transposed` also follows a transposed left-hand side's.
 pub const ENV_MATMUL_OUTPUT_ORDER: &str = "RUDA_MATMUL_OUTPUT_ORDER";
 
 /// The matmul settings of this process, from the environment.
@@ -77,6 +79,9 @@ pub struct MatmulSettings {
     /// `false` when `RUDA_MATMUL_OUTPUT_ORDER=off` (or nested layouts are off): outputs are
     /// always row-major.
     pub output_order: bool,
+    /// `true` when `RUDA_MATMUL_OUTPUT_ORDER=transposed`: outputs may also follow a transposed
+    /// left-hand side's order (column-major outputs).
+    pub transposed_order: bool,
 }
 
 impl MatmulSettings {
@@ -89,7 +94,7 @@ impl MatmulSettings {
     }
 
     /// The settings for the values of `RUDA_MATMUL` and `RUDA_MATMUL_TF32` (`None`: unset),
-    /// nested batch layouts read in place, outputs in the right-hand side's order where it
+    /// nested batch layouts read in place, outputs in an operand's order where it
     /// applies.
     pub fn from_values(matmul: Option<&str>, tf32: Option<&str>) -> Self {
         Self {
@@ -97,6 +102,7 @@ impl MatmulSettings {
             tf32: !is_off(tf32, &[]),
             nested: true,
             output_order: true,
+            transposed_order: false,
         }
     }
 
@@ -112,6 +118,7 @@ impl MatmulSettings {
     pub fn with_output_order(self, order: Option<&str>) -> Self {
         Self {
             output_order: !is_off(order, &[]),
+            transposed_order: order.is_some_and(|v| v.trim().eq_ignore_ascii_case("transposed")),
             ..self
         }
     }
@@ -136,15 +143,26 @@ mod tests {
                 native: true,
                 tf32: true,
                 nested: true,
-                output_order: true
+                output_order: true,
+                transposed_order: false
             }
         );
         for on in ["on", " ON ", "1", "true", "yes", ""] {
             assert!(default.with_nested(Some(on)).nested, "{on}");
             assert!(default.with_output_order(Some(on)).output_order, "{on}");
+            assert!(
+                !default.with_output_order(Some(on)).transposed_order,
+                "{on}"
+            );
         }
         assert_eq!(MatmulSettings::from_values(Some(""), Some("on")), default);
         assert_eq!(MatmulSettings::from_values(Some("cublas"), None), default);
+    }
+
+    #[test]
+    fn transposed_output_order_is_asked_for() {
+        let order = MatmulSettings::from_values(None, None).with_output_order(Some(" Transposed "));
+        assert!(order.output_order && order.transposed_order);
     }
 
     #[test]

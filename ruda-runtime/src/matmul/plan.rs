@@ -4,8 +4,8 @@
 //! ([`BatchLayout::Strided`]), and by one pointer per batch entry where they do not
 //! ([`BatchLayout::Nested`]: multi-head attention's `[batch, heads, seq, d]` views of
 //! `[batch, seq, heads, d]`), so that no operand is copied for its batch layout. The output is
-//! row-major, or laid out in the right-hand side's memory order where [`output_strides`] says
-//! so (attention's `weights x value`, whose result Burn swaps back and reshapes at once).
+//! row-major, or laid out in an operand's memory order where [`output_strides`] says so
+//! (attention's products whose results Burn swaps back and reshapes at once).
 
 use core::fmt;
 
@@ -52,8 +52,8 @@ pub enum BatchLayout {
 
 /// A matrix product as one batched GEMM: `out[b] = lhs[b] x rhs[b]` for `b < batch`,
 /// `lhs[b]` is `m x k`, `rhs[b]` is `k x n`, and the output is a fresh `[batch.., m, n]`
-/// buffer of `batch * m * n` elements with no gaps: row-major under [`BatchLayout::Strided`]
-/// (`out_ld == n`), each entry's rows `out_ld` apart under [`BatchLayout::Nested`].
+/// buffer of `batch * m * n` elements with no gaps: row-major under [`BatchLayout::Strided`],
+/// each entry laid out as [`GemmPlan::out`] says under [`BatchLayout::Nested`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemmPlan {
     /// Rows of each product (with the batch folded in when [`GemmPlan::batch`] is 1 and the
@@ -69,9 +69,9 @@ pub struct GemmPlan {
     pub lhs: GemmOperand,
     /// The right-hand side.
     pub rhs: GemmOperand,
-    /// Elements between two rows of an output entry: `n` unless the output follows an
-    /// operand's memory order ([`output_strides`]).
-    pub out_ld: usize,
+    /// The output: row-major with `ld == n` and batch stride `m * n` unless it follows an
+    /// operand's memory order ([`output_strides`]), which only a nested plan writes.
+    pub out: GemmOperand,
     /// Where each batch entry of the operands and the output starts.
     pub batch_layout: BatchLayout,
 }
@@ -79,12 +79,11 @@ pub struct GemmPlan {
 impl GemmPlan {
     /// Element offsets of every batch entry, in batch order: `(lhs, rhs, out)` for entry `b`.
     pub fn entry_offsets(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
-        let out_size = self.m * self.n;
         (0..self.batch).map(move |b| match self.batch_layout {
             BatchLayout::Strided => (
                 b * self.lhs.batch_stride,
                 b * self.rhs.batch_stride,
-                b * out_size,
+                b * self.out.batch_stride,
             ),
             BatchLayout::Nested {
                 len,
@@ -205,7 +204,7 @@ pub fn plan_strided(
 }
 
 /// [`plan`] into an output of strides `out_strides`: row-major ones, or those
-/// [`output_strides`] gives (rows contiguous, no gaps, no overlap). A layout other than
+/// [`output_strides`] gives (dense, rows or columns contiguous). A layout other than
 /// row-major is walked per entry ([`BatchLayout::Nested`]); where that cannot be (more batch
 /// dimensions than a nested plan walks, or strides that are not such a layout) the result is
 /// [`GemmUnsupported::OutputLayout`], and a row-major output always has a plan.
@@ -226,42 +225,62 @@ pub fn plan_into(
     )
 }
 
-/// The strides to give the output of `lhs x rhs` (shape `out`): the right-hand side's when it
-/// has the output's shape and is a dense, non-row-major layout with contiguous rows (a
-/// permutation of row-major storage, such as multi-head attention's `[batch, heads, seq, d]`
-/// view of `[batch, seq, heads, d]`); row-major strides otherwise.
+/// The strides to give the output of `lhs x rhs` (shape `out`), from the operands' shapes and
+/// strides: the right-hand side's where it has the output's shape and is a dense layout other
+/// than row-major whose rows are contiguous; else, with `transposed`, the left-hand side's
+/// where it has the output's shape and is a dense layout whose columns, not rows, are
+/// contiguous (a transposed view); else row-major. Dense: a permutation of row-major storage, such as multi-head
+/// attention's `[batch, heads, seq, d]` view of `[batch, seq, heads, d]`.
 ///
-/// Why: in attention, `weights x value` and the gradients of the value, query and key are
-/// products whose right-hand side is such a view, and Burn swaps each result back
-/// (`swap_dims(1, 2)`) and reshapes it to `[batch, seq, d_model]` at once: written in that
-/// order, the swapped result is row-major and the reshape is free, where a row-major product
-/// output costs a copy kernel per reshape (four per attention layer and step).
-pub fn output_strides(out: &[usize], rhs_shape: &[usize], rhs_strides: &[usize]) -> Vec<usize> {
-    let row_major = row_major_strides(out);
+/// Why: in attention, `weights x value` and the gradients of the value and the query are
+/// products whose right-hand side is such a view, and the key's gradient (Burn's autodiff
+/// computes it as that of `key^T`: `query^T x dscores`) one whose left-hand side is its
+/// transpose. Burn transposes, swaps (`swap_dims(1, 2)`) and reshapes each result to
+/// `[batch, seq, d_model]` at once: written in the operand's order, the swapped result is
+/// row-major and the reshape is free, where a row-major product output costs a copy kernel
+/// per reshape (four per attention layer and step). Other products keep row-major outputs:
+/// their consumers (softmax over the last dimension, element-wise work) read rows.
+pub fn output_strides(
+    out: &[usize],
+    (lhs_shape, lhs_strides): (&[usize], &[usize]),
+    (rhs_shape, rhs_strides): (&[usize], &[usize]),
+    transposed: bool,
+) -> Vec<usize> {
     let rank = out.len();
-    if rank < 3 || rhs_shape != out || rhs_strides.len() != rank {
-        return row_major;
+    let rows_contiguous = |strides: &[usize]| out[rank - 1] == 1 || strides[rank - 1] == 1;
+    dense_order(out, rhs_shape, rhs_strides)
+        .filter(|strides| rows_contiguous(strides))
+        .or_else(|| {
+            dense_order(out, lhs_shape, lhs_strides)
+                .filter(|strides| transposed && !rows_contiguous(strides))
+        })
+        .unwrap_or_else(|| row_major_strides(out))
+}
+
+/// `strides` for a tensor of shape `out`, when `shape` is `out` (rank 3 or more) and `strides`
+/// are a dense layout (no two elements overlap, none skipped) other than row-major whose
+/// matrices have contiguous rows or columns, with each size-1 dimension given the stride a
+/// row-major layout of the dimensions inside it would have.
+fn dense_order(out: &[usize], shape: &[usize], strides: &[usize]) -> Option<Vec<usize>> {
+    let rank = out.len();
+    if rank < 3 || shape != out || strides.len() != rank {
+        return None;
     }
-    if out[rank - 1] > 1 && rhs_strides[rank - 1] != 1 {
-        return row_major;
-    }
-    // Dense: ordered by stride, each dimension of size > 1 steps over exactly the elements of
-    // those inside it (so no two entries overlap and no element is skipped).
+    // Ordered by stride, each dimension of size > 1 steps over exactly the elements of those
+    // inside it.
     let mut dims: Vec<(usize, usize)> = (0..rank)
         .filter(|&d| out[d] > 1)
-        .map(|d| (rhs_strides[d], out[d]))
+        .map(|d| (strides[d], out[d]))
         .collect();
     dims.sort_unstable_by_key(|&(stride, _)| core::cmp::Reverse(stride));
     let mut inner = 1;
     for &(stride, size) in dims.iter().rev() {
         if stride != inner {
-            return row_major;
+            return None;
         }
         inner *= size;
     }
-    // A size-1 dimension never moves: give it the stride a row-major layout of the dimensions
-    // inside it would have, as Burn's own tensors do.
-    let mut strides = rhs_strides.to_vec();
+    let mut strides = strides.to_vec();
     for d in (0..rank).rev() {
         if out[d] == 1 {
             strides[d] = if d + 1 < rank {
@@ -271,7 +290,13 @@ pub fn output_strides(out: &[usize], rhs_shape: &[usize], rhs_strides: &[usize])
             };
         }
     }
-    strides
+    let matrix = matrix_layout(
+        out[rank - 2],
+        out[rank - 1],
+        strides[rank - 2],
+        strides[rank - 1],
+    );
+    (strides != row_major_strides(out) && matrix.is_some()).then_some(strides)
 }
 
 /// Row-major strides of `shape`, in elements.
@@ -305,15 +330,20 @@ fn plan_with(
     let out_strides = out_strides.unwrap_or(&row_major);
     let out_row_major = out_strides.len() == rank
         && (0..rank).all(|d| out[d] == 1 || out_strides[d] == row_major[d]);
-    let out_ld = if out_row_major {
-        n
+    let out_matrix = if out_row_major {
+        GemmOperand {
+            column_major: false,
+            ld: n,
+            batch_stride: m * n,
+        }
     } else {
-        if out_strides.len() != rank || output_strides(&out, &out, out_strides) != out_strides {
+        if dense_order(&out, &out, out_strides).as_deref() != Some(out_strides) {
             return Err(GemmUnsupported::OutputLayout);
         }
-        if m == 1 { n } else { out_strides[rank - 2] }
+        matrix_layout(m, n, out_strides[rank - 2], out_strides[rank - 1])
+            .ok_or(GemmUnsupported::OutputLayout)?
     };
-    if i32::try_from(out_ld).is_err() {
+    if i32::try_from(out_matrix.ld).is_err() {
         return Err(GemmUnsupported::TooLarge);
     }
 
@@ -367,7 +397,7 @@ fn plan_with(
         batch,
         lhs,
         rhs,
-        out_ld,
+        out: out_matrix,
         batch_layout,
     };
     // A shared right-hand side (a weight under a batch of rows) and left-hand rows that follow
@@ -666,7 +696,14 @@ mod tests {
                 out
             }
         );
-        assert_eq!(p.out_ld, s);
+        assert_eq!(
+            p.out,
+            GemmOperand {
+                column_major: false,
+                ld: s,
+                batch_stride: s * s
+            }
+        );
         // Without nested batches the query is the first operand to copy.
         assert_eq!(
             plan_strided(&shape, &strides, &kt_shape, &kt_strides),
@@ -722,7 +759,7 @@ mod tests {
         for (l, r, o) in p.entry_offsets() {
             for i in 0..p.m {
                 for j in 0..p.n {
-                    out[o + i * p.out_ld + j] = (0..p.k)
+                    out[at(&p.out, o, i, j)] = (0..p.k)
                         .map(|t| lhs[at(&p.lhs, l, i, t)] * rhs[at(&p.rhs, r, t, j)])
                         .sum();
                 }
@@ -836,17 +873,21 @@ mod tests {
     }
 
     #[test]
-    fn outputs_in_the_right_hand_sides_order_compute_the_product() {
-        // Attention's products whose right-hand side is a [b, h, s, d] view of [b, s, h, d]:
-        // the output is written in that order, every element once.
+    fn outputs_in_an_operands_order_compute_the_product() {
+        // Attention's products with a [b, h, s, d] view of [b, s, h, d] (or its transpose) of
+        // the output's shape: the output is written in that order, every element once.
         let (b, s, h, d) = (2, 3, 4, 5);
         let weights = (vec![b, h, s, s], contiguous(&[b, h, s, s]));
         let heads = permuted(&[b, s, h, d], &[0, 2, 1, 3]);
+        let heads_t = permuted(&[b, s, h, d], &[0, 2, 3, 1]);
         let cases = [
             // weights x value (the forward's context; also the query's gradient: dscores x key).
             (weights.clone(), heads.clone(), true),
-            // weights^T x dcontext (the value's gradient; the key's: dscores^T x query).
+            // weights^T x dcontext (the value's gradient).
             (swap_last(&weights.0, &weights.1), heads.clone(), true),
+            // query^T x dscores (the gradient of key^T): the left-hand side's order, whose
+            // matrices are column-major.
+            (heads_t.clone(), weights.clone(), true),
             // batch dimensions stored in the other order.
             (
                 weights.clone(),
@@ -859,7 +900,7 @@ mod tests {
                 permuted(&[1, s, h, d], &[0, 2, 1, 3]),
                 true,
             ),
-            // q x k^T with s == d: the right-hand side's rows are not contiguous.
+            // q x k^T with s == d: the scores stay row-major (softmax reads their rows).
             (
                 permuted(&[b, d, h, d], &[0, 2, 1, 3]),
                 permuted(&[b, d, h, d], &[0, 2, 3, 1]),
@@ -874,11 +915,16 @@ mod tests {
         ];
         for ((ls, lt), (rs, rt), follows) in cases {
             let out = output_shape(&ls, &rs).unwrap();
-            let strides = output_strides(&out, &rs, &rt);
+            let strides = output_strides(&out, (&ls, &lt), (&rs, &rt), true);
+            // A transposed left-hand side is followed only when asked for.
+            let plain = output_strides(&out, (&ls, &lt), (&rs, &rt), false);
+            let transposed_lhs =
+                strides != contiguous(&out) && dense_order(&out, &rs, &rt).is_none();
+            assert_eq!(plain == strides, !transposed_lhs);
             assert_eq!(
                 strides != contiguous(&out),
                 follows,
-                "{rs:?}/{rt:?}: output strides {strides:?}"
+                "{ls:?}/{lt:?} x {rs:?}/{rt:?}: output strides {strides:?}"
             );
             let size = |shape: &[usize]| shape.iter().product::<usize>();
             let lhs: Vec<f64> = (0..size(&ls)).map(|i| (i as f64 * 0.37).sin()).collect();
@@ -909,35 +955,43 @@ mod tests {
     }
 
     #[test]
-    fn only_dense_right_hand_sides_of_the_output_shape_are_followed() {
+    fn only_dense_operands_of_the_output_shape_are_followed() {
         let shape = [2, 4, 3, 5];
         let row_major = contiguous(&shape);
-        // The heads view of [2, 3, 4, 5]: followed.
+        let square = (vec![2, 4, 3, 3], contiguous(&[2, 4, 3, 3]));
+        let rhs_order = |strides: &[usize]| {
+            output_strides(&shape, (&square.0, &square.1), (&shape, strides), true)
+        };
+        // The heads view of [2, 3, 4, 5] on the right: followed.
         let heads = [60, 5, 20, 1];
-        assert_eq!(output_strides(&shape, &shape, &heads), heads.to_vec());
+        assert_eq!(rhs_order(&heads), heads.to_vec());
         // A broadcast dimension (stride 0) overlaps, a slice leaves gaps: row-major.
-        assert_eq!(output_strides(&shape, &shape, &[0, 5, 20, 1]), row_major);
-        assert_eq!(output_strides(&shape, &shape, &[120, 5, 20, 1]), row_major);
-        // Columns contiguous instead of rows: row-major.
-        assert_eq!(output_strides(&shape, &shape, &[60, 15, 1, 3]), row_major);
-        // Another shape than the output's, or a matrix without batch dimensions: row-major.
+        assert_eq!(rhs_order(&[0, 5, 20, 1]), row_major);
+        assert_eq!(rhs_order(&[120, 5, 20, 1]), row_major);
+        // A right-hand side with columns contiguous instead of rows: row-major.
+        assert_eq!(rhs_order(&[60, 15, 1, 3]), row_major);
+        // On the left the order is followed only where the columns are contiguous.
+        let wide = (vec![2, 4, 5, 5], contiguous(&[2, 4, 5, 5]));
+        let lhs_order =
+            |strides: &[usize]| output_strides(&shape, (&shape, strides), (&wide.0, &wide.1), true);
+        assert_eq!(lhs_order(&[60, 15, 1, 3]), vec![60, 15, 1, 3]);
         assert_eq!(
-            output_strides(&shape, &[2, 4, 3, 1], &[12, 1, 4, 1]),
+            output_strides(&shape, (&shape, &[60, 15, 1, 3]), (&wide.0, &wide.1), false),
             row_major
         );
-        assert_eq!(
-            output_strides(&[3, 5], &[3, 5], &[1, 3]),
-            contiguous(&[3, 5])
-        );
+        assert_eq!(lhs_order(&heads), row_major);
+        // Another shape than the output's, or a matrix without batch dimensions: not dense
+        // orders of the output.
+        assert_eq!(dense_order(&shape, &[2, 4, 3, 1], &[12, 1, 4, 1]), None);
+        assert_eq!(dense_order(&[3, 5], &[3, 5], &[1, 3]), None);
         // A layout no plan writes is refused; a row-major output always has a plan.
-        let (ls, lt) = (vec![2, 4, 3, 3], contiguous(&[2, 4, 3, 3]));
         assert_eq!(
-            plan_into(&ls, &lt, &shape, &heads, &[0, 5, 20, 1]),
+            plan_into(&square.0, &square.1, &shape, &heads, &[0, 5, 20, 1]),
             Err(GemmUnsupported::OutputLayout)
         );
         assert_eq!(
-            plan_into(&ls, &lt, &shape, &heads, &row_major),
-            plan(&ls, &lt, &shape, &heads)
+            plan_into(&square.0, &square.1, &shape, &heads, &row_major),
+            plan(&square.0, &square.1, &shape, &heads)
         );
     }
 
