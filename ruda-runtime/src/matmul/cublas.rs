@@ -117,9 +117,9 @@ pub fn matmul_with(
     // contiguous, or more nested batch dimensions than a plan walks; with
     // `RUDA_MATMUL_NESTED=off` also any nested batch) is copied row-major first: at most one
     // copy an operand, since a row-major operand always has a strided plan. The output follows
-    // an operand's memory order where `output_strides` says so (attention's layouts;
-    // `RUDA_MATMUL_OUTPUT_ORDER=off`: never; `=transposed`: also a transposed left-hand side),
-    // else, or where no plan writes that order, it is row-major.
+    // an operand's memory order where `output_strides` says so (attention's layouts, the
+    // key's gradient included; `RUDA_MATMUL_OUTPUT_ORDER=off`: never; `=rhs`: not a transposed
+    // left-hand side's), else, or where no plan writes that order, it is row-major.
     let settings = super::settings();
     let (mut lhs, mut rhs) = (lhs, rhs);
     let mut follow = settings.nested && settings.output_order;

@@ -26,10 +26,10 @@
 //! `RUDA_MATMUL_NESTED=off` copies such views first, as before. Where such a view has the
 //! output's shape as the right-hand side (attention's `weights x value`, the value's and the
 //! query's gradients), the output is written in the view's memory order ([`output_strides`]),
-//! so that Burn's `swap_dims(1, 2).reshape(..)` of it needs no copy; `RUDA_MATMUL_OUTPUT_ORDER=off`
-//! keeps every output row-major. `RUDA_MATMUL_OUTPUT_ORDER=transposed` also follows a
-//! transposed view on the left (the key's gradient: column-major outputs); it is off by default
-//! until it has run on CUDA (its plans are checked on the CPU).
+//! so that Burn's `swap_dims(1, 2).reshape(..)` of it needs no copy; likewise a transposed view
+//! on the left (the key's gradient, which Burn computes as `key^T`'s: column-major outputs).
+//! `RUDA_MATMUL_OUTPUT_ORDER=rhs` follows only the right-hand side, `=off` keeps every output
+//! row-major.
 //!
 //! `RUDA_MATMUL=cubecl` (or `burn`, `off`) keeps Burn's matmul everywhere.
 
@@ -63,8 +63,8 @@ pub const ENV_MATMUL_TF32: &str = "RUDA_MATMUL_TF32";
 /// dimensions do not collapse into one stride, instead of reading it through per-entry pointers.
 pub const ENV_MATMUL_NESTED: &str = "RUDA_MATMUL_NESTED";
 /// `RUDA_MATMUL_OUTPUT_ORDER`: `off` (also `0`, `false`, `no`) keeps every product's output
-/// row-major, instead of in its right-hand side's memory order where [`output_strides`] gives
-/// one; `transposed` also follows a transposed left-hand side's.
+/// row-major, instead of in an operand's memory order where [`output_strides`] gives one;
+/// `rhs` follows only the right-hand side's order, not a transposed left-hand side's.
 pub const ENV_MATMUL_OUTPUT_ORDER: &str = "RUDA_MATMUL_OUTPUT_ORDER";
 
 /// The matmul settings of this process, from the environment.
@@ -79,8 +79,8 @@ pub struct MatmulSettings {
     /// `false` when `RUDA_MATMUL_OUTPUT_ORDER=off` (or nested layouts are off): outputs are
     /// always row-major.
     pub output_order: bool,
-    /// `true` when `RUDA_MATMUL_OUTPUT_ORDER=transposed`: outputs may also follow a transposed
-    /// left-hand side's order (column-major outputs).
+    /// `false` when `RUDA_MATMUL_OUTPUT_ORDER=rhs` (or `off`): outputs never follow a
+    /// transposed left-hand side's order (column-major outputs).
     pub transposed_order: bool,
 }
 
@@ -102,7 +102,7 @@ impl MatmulSettings {
             tf32: !is_off(tf32, &[]),
             nested: true,
             output_order: true,
-            transposed_order: false,
+            transposed_order: true,
         }
     }
 
@@ -116,9 +116,11 @@ impl MatmulSettings {
 
     /// These settings with the value of `RUDA_MATMUL_OUTPUT_ORDER` (`None`: unset).
     pub fn with_output_order(self, order: Option<&str>) -> Self {
+        let output_order = !is_off(order, &[]);
+        let rhs_only = order.is_some_and(|v| v.trim().eq_ignore_ascii_case("rhs"));
         Self {
-            output_order: !is_off(order, &[]),
-            transposed_order: order.is_some_and(|v| v.trim().eq_ignore_ascii_case("transposed")),
+            output_order,
+            transposed_order: output_order && !rhs_only,
             ..self
         }
     }
@@ -144,25 +146,21 @@ mod tests {
                 tf32: true,
                 nested: true,
                 output_order: true,
-                transposed_order: false
+                transposed_order: true
             }
         );
-        for on in ["on", " ON ", "1", "true", "yes", ""] {
+        for on in ["on", " ON ", "1", "true", "yes", "", "transposed"] {
             assert!(default.with_nested(Some(on)).nested, "{on}");
-            assert!(default.with_output_order(Some(on)).output_order, "{on}");
-            assert!(
-                !default.with_output_order(Some(on)).transposed_order,
-                "{on}"
-            );
+            assert_eq!(default.with_output_order(Some(on)), default, "{on}");
         }
         assert_eq!(MatmulSettings::from_values(Some(""), Some("on")), default);
         assert_eq!(MatmulSettings::from_values(Some("cublas"), None), default);
     }
 
     #[test]
-    fn transposed_output_order_is_asked_for() {
-        let order = MatmulSettings::from_values(None, None).with_output_order(Some(" Transposed "));
-        assert!(order.output_order && order.transposed_order);
+    fn output_order_can_follow_the_right_hand_side_only() {
+        let order = MatmulSettings::from_values(None, None).with_output_order(Some(" RHS "));
+        assert!(order.output_order && !order.transposed_order);
     }
 
     #[test]
@@ -177,7 +175,8 @@ mod tests {
             assert!(!MatmulSettings::from_values(None, Some(off)).tf32, "{off}");
             let default = MatmulSettings::from_values(None, None);
             assert!(!default.with_nested(Some(off)).nested, "{off}");
-            assert!(!default.with_output_order(Some(off)).output_order, "{off}");
+            let order = default.with_output_order(Some(off));
+            assert!(!order.output_order && !order.transposed_order, "{off}");
         }
     }
 

@@ -229,8 +229,8 @@ pub fn plan_into(
 /// strides: the right-hand side's where it has the output's shape and is a dense layout other
 /// than row-major whose rows are contiguous; else, with `transposed`, the left-hand side's
 /// where it has the output's shape and is a dense layout whose columns, not rows, are
-/// contiguous (a transposed view); else row-major. Dense: a permutation of row-major storage, such as multi-head
-/// attention's `[batch, heads, seq, d]` view of `[batch, seq, heads, d]`.
+/// contiguous (a transposed view); else row-major. Dense: a permutation of row-major storage,
+/// such as multi-head attention's `[batch, heads, seq, d]` view of `[batch, seq, heads, d]`.
 ///
 /// Why: in attention, `weights x value` and the gradients of the value and the query are
 /// products whose right-hand side is such a view, and the key's gradient (Burn's autodiff
