@@ -608,9 +608,9 @@ step_step_equal() {
   fi
   if [ "${STEP_OUTPUT_AB:-0}" = 1 ]; then
     # Attention's product outputs in each order of STEP_OUTPUT_AB_ORDERS in turns (default
-    # 'off on': row-major, a copy per reshape, then in their operand's order; 'transposed' also
-    # follows a transposed left-hand side), for STEP_OUTPUT_AB_ROUNDS rounds; a drift of the
-    # machine shows as a gap between the runs of one order.
+    # 'off on': row-major, a copy per reshape, then in either operand's order, the default;
+    # 'rhs': the right-hand side's order only), for STEP_OUTPUT_AB_ROUNDS rounds; a drift of
+    # the machine shows as a gap between the runs of one order.
     local round order
     for round in $(seq "${STEP_OUTPUT_AB_ROUNDS:-1}"); do
       for order in ${STEP_OUTPUT_AB_ORDERS:-off on}; do
