@@ -44,8 +44,9 @@ STEPS=(
   "transformer-step|the transformer's bare training step, one gpu_suite process (STEP_BACKENDS=ruda-cuda,burn-cuda,ruda-cuda-bf16,burn-cuda-bf16; steps.csv)"
   "torch-step|the PyTorch transformer step (dropout 0, no final LayerNorm: NOT equal work) in f32, TF32 and bf16 with its kernel time by family (torch.txt)"
   "adam-checks|the native Adam update's checks against the f64 reference on CUDA (gpu_suite --adam; adam.txt)"
+  "gelu-checks|the native GELU kernels' checks against the f64 reference on CUDA (gpu_suite --gelu; gelu.txt)"
   "softmax|softmax and log-softmax: the checks on CUDA against the f64 reference, the kernels against a copy of the same bytes back to back (gpu_suite --softmax; SOFTMAX_ARGS=--no-checks: the kernels only; SOFTMAX_AB=1: then the kernels of .device/gpu_suite_before and this build in turns, SOFTMAX_AB_BINS='gpu_suite_before gpu_suite', SOFTMAX_AB_ROUNDS=2, SOFTMAX_AB_ENV='RUDA_AUTOTUNE=off': every build on the default rule's variants), PyTorch's softmaxes and copy (benches/torch/softmax.py) (softmax.txt)"
-  "step-equal|the equal-work comparison in one call: ruda's bare step (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0,0.1) with kernels, products and host CPU per step, the same with RUDA_SOFTMAX=burn (STEP_SOFTMAX_AB=1), with RUDA_MATMUL_NESTED=on and off again (STEP_NESTED_AB=1), with attention's product outputs in each order of STEP_OUTPUT_AB_ORDERS in turns (STEP_OUTPUT_AB=1: RUDA_MATMUL_OUTPUT_ORDER, default 'off on'; STEP_OUTPUT_AB_ROUNDS=1), with the linear backward as one operation, as Burn's three, as one (STEP_LINEAR_AB=1), with Adam's updates as one operation a parameter, then one a step again (STEP_ADAM_AB=1: RUDA_BENCH_ADAM=ruda-each), .device/gpu_suite_before then this build again (STEP_BEFORE_AB=1), then benches/torch/transformer_step.py --all (TORCH_BUDGET_S=240; 0: not run) (step-equal.txt)"
+  "step-equal|the equal-work comparison in one call: ruda's bare step (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0,0.1) with kernels, products and host CPU per step, the same with RUDA_SOFTMAX=burn (STEP_SOFTMAX_AB=1), with RUDA_MATMUL_NESTED=on and off again (STEP_NESTED_AB=1), with attention's product outputs in each order of STEP_OUTPUT_AB_ORDERS in turns (STEP_OUTPUT_AB=1: RUDA_MATMUL_OUTPUT_ORDER, default 'off on'; STEP_OUTPUT_AB_ROUNDS=1), with GELU composed by Burn and native in turns (STEP_GELU_AB=1: RUDA_GELU; STEP_GELU_AB_ROUNDS=1), with the linear backward as one operation, as Burn's three, as one (STEP_LINEAR_AB=1), with Adam's updates as one operation a parameter, then one a step again (STEP_ADAM_AB=1: RUDA_BENCH_ADAM=ruda-each), .device/gpu_suite_before then this build again (STEP_BEFORE_AB=1), then benches/torch/transformer_step.py --all (TORCH_BUDGET_S=240; 0: not run) (step-equal.txt)"
   "host-sample|where the transformer step's service threads spend their time: gpu_suite --step --sample-threads over 50 steps synced and 50 back to back (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0.1), no launch log; raw samples samples-*.txt for benches/device/symbolize_samples.py with the unstripped build (host-sample.txt)"
   "gpu-timeline|what the GPU does between kernels in the transformer step: per backend (TIMELINE_BACKENDS='ruda-cuda-bf16 ruda-cuda') and Adam (TIMELINE_ADAMS='ruda burn': RUDA_BENCH_ADAM), gpu_suite --step untraced (STEP_DROPOUTS=0.1), then at TIMELINE_DROPOUT=0.1 traced by CUPTI (.device/cupti/, prepare.sh cupti_trace) and read by gpu_timeline.py over the 10 synced and the 30 back-to-back steps, with each step's tail after its last product; TIMELINE_TORCH=1: and the equal-work PyTorch step untraced at dropout 0.1 and 0, then traced, once per ';'-separated set of TIMELINE_TORCH_ARGS (default '--dtype bf16;--dtype f32'); gpu-timeline.txt, traces.tar.xz)"
   "reliability|the soak run: a small transformer for SOAK_STEPS=10000 steps, memory and cache sampled (gpu_suite --soak, SOAK_TIMEOUT=480; SOAK_STEPS=0: none), then an injected cuBLAS failure is an error at the next read (RUDA_FAULT_INJECT=ruda_matmul) and f64 LayerNorm and softmax match NdArray (gpu_suite --faults, FAULTS_TIMEOUT=120; reliability.txt)"
@@ -554,15 +555,20 @@ step_softmax() {
   return 0
 }
 
-step_adam_checks() {
+# native_checks NAME FLAG FILE: one operation's checks against the f64 reference on CUDA
+# (gpu_suite FLAG), into FILE.
+native_checks() {
   need gpu_suite || return 1
   carry_caches
   toml /tmp/suite-ruda /tmp/cc "" /tmp/cc/ptx
-  echo "== Adam: checks against the f64 reference ($(date +%T))" | tee -a "$out/adam.txt"
-  (cd /tmp/suite-ruda && timeout 120 "$dev/gpu_suite" --adam 2>&1) >>"$out/adam.txt"
-  echo "   exit $?"; grep -E "^(PASS|FAIL)" "$out/adam.txt"
+  echo "== $1: checks against the f64 reference ($(date +%T))" | tee -a "$out/$3"
+  (cd /tmp/suite-ruda && timeout 120 "$dev/gpu_suite" "$2" 2>&1) >>"$out/$3"
+  echo "   exit $?"; grep -E "^(PASS|FAIL)|not supported" "$out/$3"
   return 0
 }
+
+step_adam_checks() { native_checks Adam --adam adam.txt; }
+step_gelu_checks() { native_checks GELU --gelu gelu.txt; }
 
 # step_run LABEL ENV...: one gpu_suite --step process (in /tmp/step-ruda: ruda's cache root,
 # CubeCL's profiling log at level "minimal" for the launch counts), its rows into step-equal.txt.
@@ -616,6 +622,16 @@ step_step_equal() {
       for order in ${STEP_OUTPUT_AB_ORDERS:-off on}; do
         step_run "round $round: product outputs, RUDA_MATMUL_OUTPUT_ORDER=$order" RUDA_SOFTMAX=native RUDA_MATMUL_OUTPUT_ORDER="$order"
       done
+    done
+  fi
+  if [ "${STEP_GELU_AB:-0}" = 1 ]; then
+    # GELU and its backward as Burn's composed operations, then as one native operation each
+    # (the default), in turns for STEP_GELU_AB_ROUNDS rounds; a drift of the machine shows as a
+    # gap between the runs of one kind.
+    local gelu_round
+    for gelu_round in $(seq "${STEP_GELU_AB_ROUNDS:-1}"); do
+      step_run "round $gelu_round: GELU composed by Burn (RUDA_GELU=burn)" RUDA_SOFTMAX=native RUDA_GELU=burn
+      step_run "round $gelu_round: GELU native (RUDA_GELU=native)" RUDA_SOFTMAX=native RUDA_GELU=native
     done
   fi
   if [ "${STEP_NESTED_AB:-0}" = 1 ]; then

@@ -11,7 +11,7 @@ use burn_backend::{
 use burn_cubecl::{BoolElement, CubeBackend, FloatElement, IntElement};
 
 use crate::ops::{
-    LayerNormBackend, RudaRuntime, embedding, faults, layer_norm, matmul,
+    LayerNormBackend, RudaRuntime, embedding, faults, gelu, layer_norm, matmul,
     softmax::{self, Kind},
 };
 use crate::signatures::*;
@@ -45,8 +45,9 @@ macro_rules! declare_ruda {
         /// element `BT`. Its tensors are those of [`Inner`] (Burn's fusion engine over
         /// burn-cubecl), and every operation is delegated to it, except the native ones of
         /// [`crate::ops`]: [`ModuleOps::layer_norm`] (when `R::has_native_layer_norm()`),
-        /// softmax and log-softmax, the embedding table's gradient, and matrix products where
-        /// the runtime has them; each falls back to Burn's own where it does not apply.
+        /// softmax and log-softmax, GELU and its backward, the embedding table's gradient,
+        /// and matrix products where the runtime has them; each falls back to Burn's own where
+        /// it does not apply.
         ///
         /// Swap it in where a Burn program names its backend:
         ///
@@ -241,6 +242,14 @@ impl<R: RudaRuntime, F: FloatElement, I: IntElement, BT: BoolElement> OwnOps for
             Kind::LogSoftmax,
             In::<R, F, I, BT>::log_softmax,
         )
+    }
+
+    fn gelu(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        gelu::gelu::<R, In<R, F, I, BT>>(tensor, In::<R, F, I, BT>::gelu)
+    }
+
+    fn gelu_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        gelu::gelu_backward::<R, In<R, F, I, BT>>(x, grad, In::<R, F, I, BT>::gelu_backward)
     }
 
     // Burn's default: the softmax of `-tensor`, here `Ruda`'s own.

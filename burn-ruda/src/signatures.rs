@@ -13,8 +13,9 @@
 //! - `#[own] fn ...` — the wrapper implements this method itself, through [`OwnOps`], the trait
 //!   of every `#[own]` method, generated from the list by [`declare_own_ops!`]
 //!   (`Backend::sync` and every read, which report a native operation's late failure;
-//!   `ModuleOps::layer_norm`, `ModuleOps::embedding_backward`, the softmaxes of
-//!   `ActivationOps`, the four `*_to_device`, `float_matmul` and the four `linear*` methods);
+//!   `ModuleOps::layer_norm`, `ModuleOps::embedding_backward`, the softmaxes, `gelu` and
+//!   `gelu_backward` of `ActivationOps`, the four `*_to_device`, `float_matmul` and the four
+//!   `linear*` methods);
 //! - `#[rebind] arg: T<Self>` / `-> T<Self> => rebind` — a struct generic over the backend
 //!   (`TensorPrimitive<B>`, `MaxPool2dWithIndices<B>`, ...) whose fields are primitives: it is
 //!   rebuilt field by field for the other backend (see [`crate::rebind`]);
@@ -395,9 +396,9 @@ macro_rules! with_backend_signatures {
             fn leaky_relu(tensor: FloatTensor<Self>, negative_slope: Scalar) -> FloatTensor<Self>;
             fn relu(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
             fn relu_backward(output: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self>;
-            fn gelu(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+            #[own] fn gelu(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
             fn prelu(tensor: FloatTensor<Self>, alpha: FloatTensor<Self>) -> FloatTensor<Self>;
-            fn gelu_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self>;
+            #[own] fn gelu_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self>;
             fn sigmoid(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
             fn sigmoid_backward(output: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self>;
             fn hard_sigmoid(tensor: FloatTensor<Self>, alpha: Scalar, beta: Scalar) -> FloatTensor<Self>;

@@ -5,7 +5,7 @@
 //! the trait, the buffer type its hooks exchange ([`TensorBuffer`]), the two ruda runtimes
 //! ([`RudaCuda`] and [`RudaWgpu`]), and one folder per native operation, each written once in
 //! CubeCL for every runtime: [`layer_norm`], [`softmax`] (softmax and log-softmax), [`embedding`]
-//! (the embedding table's gradient); plus native matrix products (cuBLAS on [`RudaCuda`],
+//! (the embedding table's gradient), [`gelu`]; plus native matrix products (cuBLAS on [`RudaCuda`],
 //! [`matmul`]), device discovery ([`device`]), a sync that waits on CubeCL's device thread
 //! ([`sync()`]), and persistent autotuning and compiled kernels, keyed by the driver fingerprint
 //! ([`autotune`], [`compilation_cache`]).
@@ -25,6 +25,7 @@ pub mod embedding;
 pub mod env;
 pub mod faults;
 mod fingerprint;
+pub mod gelu;
 mod group_reduce;
 pub mod hooks;
 pub mod layer_norm;
@@ -40,6 +41,7 @@ mod version;
 pub use adam::adam_step;
 pub use embedding::embedding_backward;
 pub use fingerprint::{DriverFingerprint, fingerprint_hash};
+pub use gelu::{gelu_backward, gelu_forward};
 pub use hooks::Runtime;
 pub use layer_norm::{layer_norm_backward, layer_norm_forward};
 pub use softmax::{softmax_backward, softmax_forward};

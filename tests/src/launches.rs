@@ -20,6 +20,14 @@ pub fn softmax() -> (usize, usize) {
     )
 }
 
+/// GELU `(forward, backward)` launches so far.
+pub fn gelu() -> (usize, usize) {
+    (
+        launches(Kernel::GeluForward),
+        launches(Kernel::GeluBackward),
+    )
+}
+
 /// Native products so far.
 pub fn matmul() -> usize {
     launches(Kernel::Matmul)

@@ -10,6 +10,7 @@
 //! - [`softmax_checks`]: every softmax variant and autotune candidate of a ruda runtime against
 //!   an f64 reference, over every dimension and special value;
 //! - [`adam_checks`]: the native Adam update against an f64 reference;
+//! - [`gelu_checks`]: the native GELU forward and backward against an f64 reference;
 //! - [`check_groups`]: running those checks group by group, as the GPU suite reports them;
 //! - [`soak`]: a small transformer trained for many steps, sampling device memory and the
 //!   cache directory, to show a leak as a slope;
@@ -19,6 +20,7 @@
 pub mod adam_checks;
 pub mod check_groups;
 pub mod differential;
+pub mod gelu_checks;
 pub mod launches;
 pub mod layer_norm_checks;
 pub mod plain_runtime;

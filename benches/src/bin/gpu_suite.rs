@@ -88,6 +88,9 @@ struct Options {
     /// Only the native Adam update's checks against the f64 reference, on CUDA or else wgpu
     #[arg(long)]
     adam: bool,
+    /// Only the native GELU kernels' checks against the f64 reference, on CUDA or else wgpu
+    #[arg(long)]
+    gelu: bool,
     /// With --softmax: the kernels against a copy only, without the checks (they compile every
     /// autotune candidate, minutes on a fresh machine)
     #[arg(long)]
@@ -168,7 +171,11 @@ fn main() {
         std::process::exit(if failures > 0 { 1 } else { 0 });
     }
     if options.adam {
-        let failures = adam_only();
+        let failures = checks_only::<AdamChecks>();
+        std::process::exit(if failures > 0 { 1 } else { 0 });
+    }
+    if options.gelu {
+        let failures = checks_only::<GeluChecks>();
         std::process::exit(if failures > 0 { 1 } else { 0 });
     }
     if options.step {
@@ -555,6 +562,8 @@ fn suite<R: Runtime>(name: &str, device: &R::Device, options: &Options) -> usize
     let mut failures = ruda_tests::layer_norm_checks::run_all(&client, !options.quick);
     println!("\n## {name}: Adam checks against the f64 reference\n");
     failures += ruda_tests::adam_checks::run_all(&client);
+    println!("\n## {name}: GELU checks against the f64 reference\n");
+    failures += ruda_tests::gelu_checks::run_all(&client);
 
     println!("\n## {name}: LayerNorm benchmarks (native kernels, default rule)\n");
     println!(
@@ -796,23 +805,51 @@ fn softmax_section<R: Runtime>(name: &str, device: &R::Device, quick: bool, chec
     failures
 }
 
-/// `--adam`: the native Adam update's checks against the f64 reference on CUDA (else the wgpu
+/// A set of check groups that `--adam` or `--gelu` runs alone.
+trait CheckSet {
+    /// The checked operation, in headings.
+    const NAME: &'static str;
+    /// Runs every group on `client`; returns the number that failed.
+    fn run_all<Rt: cubecl::Runtime>(client: &cubecl::client::ComputeClient<Rt>) -> usize;
+}
+
+/// The native Adam update's checks.
+struct AdamChecks;
+
+impl CheckSet for AdamChecks {
+    const NAME: &'static str = "Adam";
+    fn run_all<Rt: cubecl::Runtime>(client: &cubecl::client::ComputeClient<Rt>) -> usize {
+        ruda_tests::adam_checks::run_all(client)
+    }
+}
+
+/// The native GELU kernels' checks.
+struct GeluChecks;
+
+impl CheckSet for GeluChecks {
+    const NAME: &'static str = "GELU";
+    fn run_all<Rt: cubecl::Runtime>(client: &cubecl::client::ComputeClient<Rt>) -> usize {
+        ruda_tests::gelu_checks::run_all(client)
+    }
+}
+
+/// `--adam`, `--gelu`: one operation's checks against the f64 reference on CUDA (else the wgpu
 /// GPU, else the CPU adapter). Returns the number of failed check groups.
-fn adam_only() -> usize {
+fn checks_only<C: CheckSet>() -> usize {
     #[cfg(feature = "cuda")]
     if ruda_runtime::runtime::cuda::cuda_device_count() > 0 {
-        println!("\n## Adam checks on ruda-cuda\n");
+        println!("\n## {} checks on ruda-cuda\n", C::NAME);
         let client =
             <ruda_runtime::RudaCuda as cubecl::Runtime>::client(&cubecl::cuda::CudaDevice::new(0));
-        return ruda_tests::adam_checks::run_all(&client);
+        return C::run_all(&client);
     }
     let device = ruda_runtime::runtime::wgpu::wgpu_adapters()
         .into_iter()
         .map(|(d, _)| d)
         .find(|d| matches!(d, cubecl::wgpu::WgpuDevice::DiscreteGpu(_)))
         .unwrap_or(cubecl::wgpu::WgpuDevice::Cpu);
-    println!("\n## Adam checks on ruda-wgpu ({device:?})\n");
-    ruda_tests::adam_checks::run_all(&<ruda_runtime::RudaWgpu as cubecl::Runtime>::client(
+    println!("\n## {} checks on ruda-wgpu ({device:?})\n", C::NAME);
+    C::run_all(&<ruda_runtime::RudaWgpu as cubecl::Runtime>::client(
         &device,
     ))
 }

@@ -236,6 +236,16 @@ impl<B: NativeBackend, C: CheckpointStrategy> OwnOps for Autodiff<B, C> {
         <Self as OwnOps>::softmax(AdInner::<B, C>::float_neg(tensor), dim)
     }
 
+    // Burn's autodiff records GELU as one node that runs the inner backend's `gelu` and
+    // `gelu_backward` (a `Ruda`: the native kernels).
+    fn gelu(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        AdInner::<B, C>::gelu(tensor)
+    }
+
+    fn gelu_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        AdInner::<B, C>::gelu_backward(x, grad)
+    }
+
     // Burn's autodiff runs the inner backend's (a `Ruda`: the native kernel).
     fn embedding_backward(
         weights: FloatTensor<Self>,

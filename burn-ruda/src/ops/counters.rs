@@ -27,6 +27,10 @@ pub enum Kernel {
     /// One operation of Adam updates: every parameter of an optimizer step on one device, up to
     /// a size (its launches are counted as `Adam` too).
     AdamOperation,
+    /// GELU forward.
+    GeluForward,
+    /// GELU backward.
+    GeluBackward,
 }
 
 #[cfg(feature = "counters")]
@@ -35,7 +39,7 @@ mod imp {
     use core::sync::atomic::{AtomicUsize, Ordering};
 
     // One counter a kernel; Relaxed: a count is read on its own, after a sync that orders it.
-    static COUNTS: [AtomicUsize; 9] = [const { AtomicUsize::new(0) }; 9];
+    static COUNTS: [AtomicUsize; 11] = [const { AtomicUsize::new(0) }; 11];
 
     pub(crate) fn record(kernel: Kernel) {
         COUNTS[kernel as usize].fetch_add(1, Ordering::Relaxed);

@@ -8,6 +8,7 @@
 //! - [`matmul`]: `float_matmul` and the `linear` ops as native products (cuBLAS on CUDA).
 //! - [`linear`]: a linear layer's backward as one operation ([`LinearBackend`]).
 //! - [`embedding`]: the embedding table's gradient.
+//! - [`gelu`]: GELU forward and backward.
 //! - [`given_grad`]: the root and seed of `backward_with_grad`'s node ([`GivenGradOps`]).
 //! - [`adam`]: one parameter's Adam update ([`AdamBackend`]), for [`crate::optim::Adam`].
 //!
@@ -19,6 +20,7 @@ pub mod counters;
 pub(crate) mod custom_op;
 pub mod embedding;
 pub(crate) mod faults;
+pub(crate) mod gelu;
 pub mod given_grad;
 pub mod layer_norm;
 pub mod linear;
