@@ -66,6 +66,7 @@ STEPS=(
   "learner|the transformer example through burn-train's Learner (LEARNER_STEPS=100, LEARNER_RUNS='ruda burn-cuda': BACKEND[:lazy|:step|:wN|:burnlog], bare, pieces[:BACKEND]; LEARNER_LOGS=1; LEARNER_TIMEOUT=240 s a run, more for burn-cuda's cold start)"
   "learner-final|the bare step of ruda and Autodiff<Cuda> in f32 and bf16 in one process, the Learner for both alternately, learner_overhead's bare step (final.txt)"
   "learner-rayon|the Learner and learner_overhead's training piece with rayon's default pool and with RAYON_NUM_THREADS=1, alternately (learner.txt, pieces.txt)"
+  "fusion-ops|burn-fusion's operations a step by kind, from its trace of two step runs (BURN_FUSION_LOG=full; FUSION_OPS_BACKENDS=ruda-cuda-bf16, STEP_DROPOUTS=0.1, FUSION_OPS_ENV='RUDA_GELU=burn' etc.; fusion-ops.txt)"
   "host-profile|which thread paces the step: learner_overhead's thread CPU times, stack samples of every thread (cuda-gdb, HOST_SAMPLES=40), the bare step f32/bf16 (host.txt, pmp-*.txt)"
   "host-ab|a host-side change against .device/learner_overhead_before in turns (HOST_AB_ROUNDS=3, HOST_AB_STEPS=150), a 1000-step drift run, bare steps, the Learner (HOST_AB_BURN=1: and burn-cuda; ab.txt)"
   "multi-gpu|data-parallel training of the transformer on 1 and 2 GPUs, ruda and burn-cuda, global batch 64 (BIN=.device/transformer; loss-*.csv, one log a run)"
@@ -646,6 +647,29 @@ step_step_equal() {
   echo "== PyTorch, equal work ($(date +%T))" | tee -a "$out/step-equal.txt"
   PYTHONUNBUFFERED=1 timeout "${TORCH_STEP_TIMEOUT:-300}" python3 benches/torch/transformer_step.py \
     --all --budget-s "${TORCH_BUDGET_S:-240}" 2>&1 | tee -a "$out/step-equal.txt" | grep -E "^torch-step" | cut -c1-220
+  return 0
+}
+
+# burn-fusion's operations a step by kind: two runs of the step with burn-fusion's trace on
+# (BURN_FUSION_LOG=full), --steps 1 and 3, counted by fusion_ops.py; per FUSION_OPS_BACKENDS
+# (default ruda-cuda-bf16), at STEP_DROPOUTS (default 0.1), with the environment FUSION_OPS_ENV.
+step_fusion_ops() {
+  need gpu_suite || return 1
+  carry_caches
+  local dir=/tmp/step-ruda backend steps
+  toml "$dir" /tmp/cc "" /tmp/cc/ptx
+  for backend in ${FUSION_OPS_BACKENDS:-ruda-cuda-bf16}; do
+    echo "== $backend, dropout ${STEP_DROPOUTS:-0.1}, ${FUSION_OPS_ENV:-default} ($(date +%T))" | tee -a "$out/fusion-ops.txt"
+    for steps in 1 3; do
+      # shellcheck disable=SC2086
+      (cd "$dir" && env ${FUSION_OPS_ENV:-} BURN_FUSION_LOG=full RUDA_BENCH_BACKENDS="$backend" \
+          timeout "${STEP_TIMEOUT:-300}" "$dev/gpu_suite" --step --steps "$steps" --warmup 1 \
+          --dropouts "${STEP_DROPOUTS:-0.1}" 2>"$dir/fusion-$steps.log") >>"$out/fusion-ops.txt"
+      echo "   --steps $steps: exit $?" | tee -a "$out/fusion-ops.txt"
+    done
+    python3 "$top/benches/device/fusion_ops.py" "$dir/fusion-1.log" "$dir/fusion-3.log" --steps 2 \
+      | tee -a "$out/fusion-ops.txt" | grep -E "all"
+  done
   return 0
 }
 
