@@ -626,8 +626,8 @@ step_step_equal() {
     done
   fi
   if [ "${STEP_GELU_AB:-0}" = 1 ]; then
-    # GELU and its backward as Burn's composed operations, then as one native operation each
-    # (the default), in turns for STEP_GELU_AB_ROUNDS rounds; a drift of the machine shows as a
+    # GELU and its backward as Burn's composed operations (the default), then as one native
+    # operation each, in turns for STEP_GELU_AB_ROUNDS rounds; a drift of the machine shows as a
     # gap between the runs of one kind.
     local gelu_round
     for gelu_round in $(seq "${STEP_GELU_AB_ROUNDS:-1}"); do

@@ -735,65 +735,6 @@ fn softmax_on_ruda_runs_the_native_kernel_over_every_dimension() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// GELU
-
-/// GELU under `burn_ruda::Autodiff` (Burn's node, which runs `Ruda`'s `gelu` and
-/// `gelu_backward`): one native forward and one native backward, with the output and input
-/// gradient of Burn's autodiff over NdArray (whose backward is Burn's default, the derivative
-/// the native kernel evaluates). Serial: reads the native-launch counters.
-#[test]
-#[serial]
-fn gelu_under_autodiff_runs_one_native_forward_and_backward() {
-    use ruda_tests::launches::gelu as gelu_calls;
-
-    fn run<B: AutodiffBackend>(device: &B::Device) -> (TensorData, TensorData) {
-        let data = differential::float_data(91, &[4, 3, 40], -5.0, 5.0);
-        let x = Tensor::<B, 3>::from_data(data, device).require_grad();
-        let weights =
-            Tensor::<B, 3>::from_data(differential::float_data(92, &[4, 3, 40], -1.0, 1.0), device);
-        let y = activation::gelu(x.clone());
-        let grads = (y.clone() * weights).sum().backward();
-        (
-            y.into_data(),
-            x.grad(&grads).expect("x has a gradient").into_data(),
-        )
-    }
-
-    let before = gelu_calls();
-    let (y, dx) = run::<RudaAd>(&rdev());
-    let after = gelu_calls();
-    let (want_y, want_dx) = run::<BurnAdNd>(&ndev());
-    assert_close_data("gelu", y, want_y, 1e-5);
-    assert_close_data("gelu's input gradient", dx, want_dx, 1e-5);
-    assert_eq!(
-        (after.0 - before.0, after.1 - before.1),
-        (1, 1),
-        "one native forward and one native backward"
-    );
-}
-
-/// GELU on plain `Ruda` (no autodiff): the native kernel for f32, against NdArray; Burn's
-/// composed GELU for f64, which the kernel does not take (only the path is checked there: on
-/// Vulkan, whose `exp` has no f64 form, Burn's f64 erf gives no usable values).
-#[test]
-#[serial]
-fn gelu_on_ruda_runs_the_native_kernel_for_f32_and_burns_for_f64() {
-    use burn::tensor::DType;
-    use ruda_tests::launches::gelu as gelu_calls;
-    let (x, nx) = floats(93, [5, 7]);
-    let before = gelu_calls();
-    let got = activation::gelu(x.clone()).into_data();
-    assert_eq!(gelu_calls().0 - before.0, 1, "f32: one native forward");
-    assert_close_data("gelu f32", got, activation::gelu(nx).into_data(), 1e-5);
-    if <R as Backend>::supports_dtype(&rdev(), DType::F64) {
-        let before = gelu_calls();
-        let got = activation::gelu(x.cast(DType::F64)).into_data();
-        assert_eq!(got.dtype, DType::F64);
-        assert_eq!(gelu_calls().0 - before.0, 0, "f64: Burn's composed GELU");
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Linear
 
 /// `burn::nn::Linear` under `burn_ruda::Autodiff`: for every combination of parents that want a
