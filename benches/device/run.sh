@@ -46,7 +46,7 @@ STEPS=(
   "adam-checks|the native Adam update's checks against the f64 reference on CUDA (gpu_suite --adam; adam.txt)"
   "gelu-checks|the native GELU kernels' checks against the f64 reference on CUDA (gpu_suite --gelu; gelu.txt)"
   "softmax|softmax and log-softmax: the checks on CUDA against the f64 reference, the kernels against a copy of the same bytes back to back (gpu_suite --softmax; SOFTMAX_ARGS=--no-checks: the kernels only; SOFTMAX_AB=1: then the kernels of .device/gpu_suite_before and this build in turns, SOFTMAX_AB_BINS='gpu_suite_before gpu_suite', SOFTMAX_AB_ROUNDS=2, SOFTMAX_AB_ENV='RUDA_AUTOTUNE=off': every build on the default rule's variants), PyTorch's softmaxes and copy (benches/torch/softmax.py) (softmax.txt)"
-  "step-equal|the equal-work comparison in one call: ruda's bare step (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0,0.1) with kernels, products and host CPU per step, the same with RUDA_SOFTMAX=burn (STEP_SOFTMAX_AB=1), with RUDA_MATMUL_NESTED=on and off again (STEP_NESTED_AB=1), with attention's product outputs in each order of STEP_OUTPUT_AB_ORDERS in turns (STEP_OUTPUT_AB=1: RUDA_MATMUL_OUTPUT_ORDER, default 'off on'; STEP_OUTPUT_AB_ROUNDS=1), with GELU composed by Burn and native in turns (STEP_GELU_AB=1: RUDA_GELU; STEP_GELU_AB_ROUNDS=1), with the linear backward as one operation, as Burn's three, as one (STEP_LINEAR_AB=1), with Adam's updates as one operation a parameter, then one a step again (STEP_ADAM_AB=1: RUDA_BENCH_ADAM=ruda-each), .device/gpu_suite_before then this build again (STEP_BEFORE_AB=1), then benches/torch/transformer_step.py --all (TORCH_BUDGET_S=240; 0: not run) (step-equal.txt)"
+  "step-equal|the equal-work comparison in one call: ruda's bare step (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0,0.1) with kernels, products and host CPU per step, the same with RUDA_SOFTMAX=burn (STEP_SOFTMAX_AB=1), with RUDA_MATMUL_NESTED=on and off again (STEP_NESTED_AB=1), with attention's product outputs in each order of STEP_OUTPUT_AB_ORDERS in turns (STEP_OUTPUT_AB=1: RUDA_MATMUL_OUTPUT_ORDER, default 'off on'; STEP_OUTPUT_AB_ROUNDS=1), with GELU composed by Burn and native in turns (STEP_GELU_AB=1: RUDA_GELU; STEP_GELU_AB_ROUNDS=1), with each set of burn-fusion's fusers in turns (STEP_FUSERS_AB=1: RUDA_FUSERS, STEP_FUSERS_AB_SETS='burn default elementwise', STEP_FUSERS_AB_ROUNDS=1), with the linear backward as one operation, as Burn's three, as one (STEP_LINEAR_AB=1), with Adam's updates as one operation a parameter, then one a step again (STEP_ADAM_AB=1: RUDA_BENCH_ADAM=ruda-each), .device/gpu_suite_before then this build again (STEP_BEFORE_AB=1), then benches/torch/transformer_step.py --all (TORCH_BUDGET_S=240; 0: not run) (step-equal.txt)"
   "host-sample|where the transformer step's service threads spend their time: gpu_suite --step --sample-threads over 50 steps synced and 50 back to back (STEP_BACKENDS=ruda-cuda,ruda-cuda-bf16; STEP_DROPOUTS=0.1), no launch log; raw samples samples-*.txt for benches/device/symbolize_samples.py with the unstripped build (host-sample.txt)"
   "gpu-timeline|what the GPU does between kernels in the transformer step: per backend (TIMELINE_BACKENDS='ruda-cuda-bf16 ruda-cuda') and Adam (TIMELINE_ADAMS='ruda burn': RUDA_BENCH_ADAM), gpu_suite --step untraced (STEP_DROPOUTS=0.1), then at TIMELINE_DROPOUT=0.1 traced by CUPTI (.device/cupti/, prepare.sh cupti_trace) and read by gpu_timeline.py over the 10 synced and the 30 back-to-back steps, with each step's tail after its last product; TIMELINE_TORCH=1: and the equal-work PyTorch step untraced at dropout 0.1 and 0, then traced, once per ';'-separated set of TIMELINE_TORCH_ARGS (default '--dtype bf16;--dtype f32'); gpu-timeline.txt, traces.tar.xz)"
   "reliability|the soak run: a small transformer for SOAK_STEPS=10000 steps, memory and cache sampled (gpu_suite --soak, SOAK_TIMEOUT=480; SOAK_STEPS=0: none), then an injected cuBLAS failure is an error at the next read (RUDA_FAULT_INJECT=ruda_matmul) and f64 LayerNorm and softmax match NdArray (gpu_suite --faults, FAULTS_TIMEOUT=120; reliability.txt)"
@@ -633,6 +633,22 @@ step_step_equal() {
     for gelu_round in $(seq "${STEP_GELU_AB_ROUNDS:-1}"); do
       step_run "round $gelu_round: GELU composed by Burn (RUDA_GELU=burn)" RUDA_SOFTMAX=native RUDA_GELU=burn
       step_run "round $gelu_round: GELU native (RUDA_GELU=native)" RUDA_SOFTMAX=native RUDA_GELU=native
+    done
+  fi
+  if [ "${STEP_FUSERS_AB:-0}" = 1 ]; then
+    # burn-fusion's fusers: each set of STEP_FUSERS_AB_SETS (RUDA_FUSERS values; 'default' for
+    # ruda's choice: Burn's four without the matmul fuser where products are native) in turns,
+    # for STEP_FUSERS_AB_ROUNDS rounds; a drift of the machine shows as a gap between the runs
+    # of one set.
+    local fusers_round fusers_set
+    for fusers_round in $(seq "${STEP_FUSERS_AB_ROUNDS:-1}"); do
+      for fusers_set in ${STEP_FUSERS_AB_SETS:-burn default elementwise}; do
+        if [ "$fusers_set" = default ]; then
+          step_run "round $fusers_round: fusers ruda's default (RUDA_FUSERS unset)" RUDA_SOFTMAX=native
+        else
+          step_run "round $fusers_round: fusers $fusers_set (RUDA_FUSERS=$fusers_set)" RUDA_SOFTMAX=native RUDA_FUSERS="$fusers_set"
+        fi
+      done
     done
   fi
   if [ "${STEP_NESTED_AB:-0}" = 1 ]; then

@@ -8,7 +8,9 @@ use burn_backend::{
     ops::{ActivationOps, BoolTensorOps, FloatTensorOps, IntTensorOps, ModuleOps, QTensorOps},
     tensor::{BoolTensor, Device, FloatTensor, IntTensor, QuantizedTensor},
 };
-use burn_cubecl::{BoolElement, CubeBackend, FloatElement, IntElement};
+#[cfg(not(feature = "fusion"))]
+use burn_cubecl::CubeBackend;
+use burn_cubecl::{BoolElement, FloatElement, IntElement};
 
 use crate::ops::{
     LayerNormBackend, RudaRuntime, embedding, faults, gelu, layer_norm, matmul,
@@ -18,9 +20,10 @@ use crate::signatures::*;
 use crate::transfer;
 
 /// The backend `Ruda` delegates every operation to: Burn's fusion engine over burn-cubecl's
-/// kernels (feature `fusion`, on by default), or burn-cubecl's kernels directly.
+/// kernels (feature `fusion`, on by default; the fusers are ruda's choice, see
+/// [`crate::fusion`]), or burn-cubecl's kernels directly.
 #[cfg(feature = "fusion")]
-pub type Inner<R, F, I, BT> = burn_fusion::Fusion<CubeBackend<R, F, I, BT>>;
+pub type Inner<R, F, I, BT> = burn_fusion::Fusion<crate::fusion::RudaCube<R, F, I, BT>>;
 /// The backend `Ruda` delegates every operation to: burn-cubecl's kernels (feature `fusion`
 /// is off).
 #[cfg(not(feature = "fusion"))]
@@ -144,7 +147,8 @@ impl<R: RudaRuntime, F: FloatElement, I: IntElement, BT: BoolElement> OwnOps for
         #[cfg(feature = "fusion")]
         {
             let target = device.clone();
-            burn_fusion::get_client::<CubeBackend<R, F, I, BT>>(device).sync(move || wait(&target))
+            burn_fusion::get_client::<crate::fusion::RudaCube<R, F, I, BT>>(device)
+                .sync(move || wait(&target))
         }
         #[cfg(not(feature = "fusion"))]
         wait(device)

@@ -35,6 +35,9 @@
 //! - [`ops`]: one file per native operation, each a capability trait where the decorator needs
 //!   one, the kernel on burn-cubecl tensors, and `Ruda`'s implementation through one helper
 //!   that launches it or queues it in burn-fusion's stream.
+//! - [`fusion`] (feature `fusion`): [`fusion::RudaCube`], burn-cubecl's backend under a name
+//!   of ours, so that burn-fusion runs it with the fusers ruda chooses ([`fusion::FuserSet`],
+//!   `RUDA_FUSERS`).
 //! - [`backend`]: [`Ruda`] itself, delegating to [`Inner`] and dispatching its own methods to
 //!   [`ops`].
 //! - [`autodiff`]: the decorator, recording the native operations as one node each, and
@@ -44,7 +47,7 @@
 //!   options and state records), for Burn's `Learner` or any training loop.
 //!
 //! # Features
-//! - `fusion` (default): delegate to `burn_fusion::Fusion<CubeBackend<R>>`; the native
+//! - `fusion` (default): delegate to `burn_fusion::Fusion<fusion::RudaCube<R>>`; the native
 //!   kernels are custom operations of the fusion stream. Without it, `Ruda` delegates to
 //!   `CubeBackend<R>` and launches them directly.
 //! - `wgpu`, `cuda` (default): the runtimes [`RudaWgpu`] and [`RudaCuda`].
@@ -73,6 +76,8 @@ pub mod autodiff;
 pub mod backend;
 #[cfg(feature = "distributed")]
 pub mod distributed;
+#[cfg(feature = "fusion")]
+pub mod fusion;
 pub mod ops;
 pub mod optim;
 pub mod rebind;

@@ -6,8 +6,10 @@
 //! transaction ops), each written once, as the trait declares it with `B` spelled `Self`.
 //! It hands the list to a callback macro; [`delegate_backend!`] is the callback that writes,
 //! for a wrapper type, one `impl` per trait whose every method forwards its arguments, by name
-//! and in declaration order, to the same method of an inner backend. Both [`crate::Ruda`] and
-//! [`crate::Autodiff`] are generated from this list, so no method is wired by hand.
+//! and in declaration order, to the same method of an inner backend. [`crate::Ruda`],
+//! [`crate::Autodiff`] and `crate::fusion::RudaCube` (which forwards every method, `#[own]`
+//! ones included: its context says `forward` instead of `own Trait`) are generated from this
+//! list, so no method is wired by hand.
 //!
 //! Notation inside the list:
 //! - `#[own] fn ...` — the wrapper implements this method itself, through [`OwnOps`], the trait
@@ -544,28 +546,28 @@ macro_rules! delegate_backend {
 
 macro_rules! delegate_section {
     (
-        { impl [$($gen:tt)*] $self_ty:ty => $inner:ty; where [$($wc:tt)*]; own $own:path }
+        { impl [$($gen:tt)*] $self_ty:ty => $inner:ty; where [$($wc:tt)*]; $($policy:tt)* }
         ops $trait:ident [$($assoc:tt)*] { $($fns:tt)* }
     ) => {
         impl<$($gen)*> $trait<$self_ty> for $self_ty where $($wc)* {
             $($assoc)*
-            delegate_fns! { [ops $trait] [$self_ty] [$inner] [$own] $($fns)* }
+            delegate_fns! { [ops $trait] [$self_ty] [$inner] [$($policy)*] $($fns)* }
         }
     };
     (
-        { impl [$($gen:tt)*] $self_ty:ty => $inner:ty; where [$($wc:tt)*]; own $own:path }
+        { impl [$($gen:tt)*] $self_ty:ty => $inner:ty; where [$($wc:tt)*]; $($policy:tt)* }
         backend $trait:ident [$($assoc:tt)*] { $($fns:tt)* }
     ) => {
         impl<$($gen)*> $trait for $self_ty where $($wc)* {
             $($assoc)*
-            delegate_fns! { [backend $trait] [$self_ty] [$inner] [$own] $($fns)* }
+            delegate_fns! { [backend $trait] [$self_ty] [$inner] [$($policy)*] $($fns)* }
         }
     };
 }
 
 macro_rules! delegate_fns {
     (
-        [$kind:ident $trait:ident] [$self_ty:ty] [$inner:ty] [$own:path]
+        [$kind:ident $trait:ident] [$self_ty:ty] [$inner:ty] $policy:tt
         $(
             $(#[$how:ident])?
             fn $name:ident $([$($gen:tt)*])?
@@ -579,7 +581,7 @@ macro_rules! delegate_fns {
                 delegate_convert!(
                     $($ret_conv)? ;
                     delegate_call!(
-                        $($how)? ; $kind $trait, $self_ty, $inner, $own, $name,
+                        $($how)? ; $kind $trait, $self_ty, $inner, $policy, $name,
                         ( $( delegate_convert!($($arg_conv)? ; $arg) ),* ),
                         ( $( $arg ),* )
                     )
@@ -589,17 +591,21 @@ macro_rules! delegate_fns {
     };
 }
 
-/// The call: the inner backend's method with the converted arguments, or (`own`) the wrapper's
-/// own method with the arguments as they came (the own trait takes the wrapper's types).
+/// The call: the inner backend's method with the converted arguments, or (`own`, for a wrapper
+/// whose context says `own Trait`) the wrapper's own method with the arguments as they came (the
+/// own trait takes the wrapper's types). A context that says `forward` delegates every method.
 macro_rules! delegate_call {
-    (; ops $trait:ident, $self_ty:ty, $inner:ty, $own:path, $name:ident, $args:tt, $raw:tt) => {
+    (; ops $trait:ident, $self_ty:ty, $inner:ty, $policy:tt, $name:ident, $args:tt, $raw:tt) => {
         <$inner as $trait<$inner>>::$name $args
     };
-    (; backend $trait:ident, $self_ty:ty, $inner:ty, $own:path, $name:ident, $args:tt, $raw:tt) => {
+    (; backend $trait:ident, $self_ty:ty, $inner:ty, $policy:tt, $name:ident, $args:tt, $raw:tt) => {
         <$inner as $trait>::$name $args
     };
-    (own ; $kind:ident $trait:ident, $self_ty:ty, $inner:ty, $own:path, $name:ident, $args:tt, $raw:tt) => {
+    (own ; $kind:ident $trait:ident, $self_ty:ty, $inner:ty, [own $own:path], $name:ident, $args:tt, $raw:tt) => {
         <$self_ty as $own>::$name $raw
+    };
+    (own ; $kind:ident $trait:ident, $self_ty:ty, $inner:ty, [forward], $name:ident, $args:tt, $raw:tt) => {
+        delegate_call!(; $kind $trait, $self_ty, $inner, [forward], $name, $args, $raw)
     };
 }
 

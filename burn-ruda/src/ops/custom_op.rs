@@ -131,8 +131,10 @@ mod imp {
     use core::fmt;
     use core::marker::PhantomData;
 
-    use burn_cubecl::{CubeBackend, fusion::FusionCubeRuntime};
+    use burn_cubecl::CubeBackend;
     use burn_fusion::FusionRuntime;
+
+    use crate::fusion::RudaFusionRuntime;
     use burn_fusion::stream::{Operation, OperationStreams};
     use burn_ir::{CustomOpIr, HandleContainer, OperationIr, TensorIr};
 
@@ -141,7 +143,7 @@ mod imp {
     /// own dtype), never on the backend's default element types.
     type Cube<R> = CubeBackend<R, f32, i32, u32>;
     /// The handles an operation reads its inputs from and registers its outputs in.
-    type Handles<R> = HandleContainer<<FusionCubeRuntime<R> as FusionRuntime>::FusionHandle>;
+    type Handles<R> = HandleContainer<<RudaFusionRuntime<R> as FusionRuntime>::FusionHandle>;
 
     /// A [`NativeKernel`] queued in the fusion stream.
     struct CustomOp<R: RudaRuntime, K> {
@@ -158,7 +160,7 @@ mod imp {
         }
     }
 
-    impl<R: RudaRuntime, K: NativeKernel<R>> Operation<FusionCubeRuntime<R>> for CustomOp<R, K> {
+    impl<R: RudaRuntime, K: NativeKernel<R>> Operation<RudaFusionRuntime<R>> for CustomOp<R, K> {
         fn execute(&self, handles: &mut Handles<R>) {
             let _span = tracing::trace_span!("ruda_native_op", name = self.kernel.name()).entered();
             let inputs = self

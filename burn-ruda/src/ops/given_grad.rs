@@ -138,7 +138,8 @@ mod imp {
     /// The uploaded root, registered once as a fusion tensor, the way burn-fusion registers an
     /// uploaded tensor.
     pub(super) fn register_root<R: RudaRuntime>(device: &R::Device) -> RudaTensor<R> {
-        type Cube<R> = CubeBackend<R, f32, i32, u32>;
+        // The fusion backend `Ruda`'s tensors are registered with (its client and streams).
+        type Cube<R> = crate::fusion::RudaCube<R, f32, i32, u32>;
         let root = upload_cube_root::<R>(device);
         let (shape, dtype) = (root.shape(), root.dtype());
         let client = burn_fusion::get_client::<Cube<R>>(device);

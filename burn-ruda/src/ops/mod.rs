@@ -8,7 +8,7 @@
 //! - [`matmul`]: `float_matmul` and the `linear` ops as native products (cuBLAS on CUDA).
 //! - [`linear`]: a linear layer's backward as one operation ([`LinearBackend`]).
 //! - [`embedding`]: the embedding table's gradient.
-//! - [`gelu`]: GELU forward and backward.
+//! - `gelu`: GELU forward and backward (with `RUDA_GELU=native`).
 //! - [`given_grad`]: the root and seed of `backward_with_grad`'s node ([`GivenGradOps`]).
 //! - [`adam`]: one parameter's Adam update ([`AdamBackend`]), for [`crate::optim::Adam`].
 //!
@@ -47,7 +47,7 @@ impl<R: ruda_runtime::Runtime + CubeRuntime> RudaRuntime for R {}
 /// The tensor type of `Ruda` on runtime `R`, whatever its element types: burn-fusion's tensor
 /// under the `fusion` feature, burn-cubecl's otherwise.
 #[cfg(feature = "fusion")]
-pub type RudaTensor<R> = burn_fusion::FusionTensor<burn_cubecl::fusion::FusionCubeRuntime<R>>;
+pub type RudaTensor<R> = burn_fusion::FusionTensor<crate::fusion::RudaFusionRuntime<R>>;
 /// The tensor type of `Ruda` on runtime `R`, whatever its element types: burn-fusion's tensor
 /// under the `fusion` feature, burn-cubecl's otherwise.
 #[cfg(not(feature = "fusion"))]

@@ -285,6 +285,23 @@ pub fn report(outcomes: &[Outcome]) -> usize {
     failed
 }
 
+/// [`report`]s the outcomes, then panics with every failed check's message when any failed
+/// (`what` names the run in the panic).
+pub fn assert_passed(outcomes: &[Outcome], what: &str) {
+    let failed = report(outcomes);
+    let failures: Vec<String> = outcomes
+        .iter()
+        .filter_map(|o| o.result.as_ref().err().map(|e| format!("{}:\n{e}", o.name)))
+        .collect();
+    assert_eq!(
+        failed,
+        0,
+        "{failed} of {} {what} checks failed:\n{}",
+        outcomes.len(),
+        failures.join("\n")
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Data
 
