@@ -66,7 +66,7 @@ STEPS=(
   "learner|the transformer example through burn-train's Learner (LEARNER_STEPS=100, LEARNER_RUNS='ruda burn-cuda': BACKEND[:lazy|:step|:wN|:burnlog], bare, pieces[:BACKEND]; LEARNER_LOGS=1; LEARNER_TIMEOUT=240 s a run, more for burn-cuda's cold start)"
   "learner-final|the bare step of ruda and Autodiff<Cuda> in f32 and bf16 in one process, the Learner for both alternately, learner_overhead's bare step (final.txt)"
   "learner-rayon|the Learner and learner_overhead's training piece with rayon's default pool and with RAYON_NUM_THREADS=1, alternately (learner.txt, pieces.txt)"
-  "fusion-ops|burn-fusion's operations a step by kind, from its trace of two step runs (BURN_FUSION_LOG=full; FUSION_OPS_BACKENDS=ruda-cuda-bf16, STEP_DROPOUTS=0.1, FUSION_OPS_ENV='RUDA_GELU=burn' etc.; fusion-ops.txt)"
+  "fusion-ops|burn-fusion's operations a step by kind and its plan events (segments from stored plans, explorations, new blocks), from its trace of two step runs (BURN_FUSION_LOG=full; FUSION_OPS_BACKENDS=ruda-cuda-bf16, STEP_DROPOUTS=0.1, FUSION_OPS_ENV='RUDA_GELU=burn' etc.; fusion-ops.txt)"
   "host-profile|which thread paces the step: learner_overhead's thread CPU times, stack samples of every thread (cuda-gdb, HOST_SAMPLES=40), the bare step f32/bf16 (host.txt, pmp-*.txt)"
   "host-ab|a host-side change against .device/learner_overhead_before in turns (HOST_AB_ROUNDS=3, HOST_AB_STEPS=150), a 1000-step drift run, bare steps, the Learner (HOST_AB_BURN=1: and burn-cuda; ab.txt)"
   "multi-gpu|data-parallel training of the transformer on 1 and 2 GPUs, ruda and burn-cuda, global batch 64 (BIN=.device/transformer; loss-*.csv, one log a run)"

@@ -11,12 +11,16 @@
 //! - [`RudaFusionRuntime`]: its fusion runtime, burn-cubecl-fusion's optimizations with the
 //!   fusers of a [`FuserSet`];
 //! - [`FuserSet`]: which fusers, from [`ENV_FUSERS`] or, by default, Burn's four without the
-//!   matmul fuser where ruda's products are native (no product reaches it there).
+//!   matmul fuser where ruda's products are native (no product reaches it there);
+//! - [`ResetWhenUsed`]: each fuser in a wrapper that skips the resets burn-fusion asks of
+//!   fusers it never used (its search templates, after every segment it runs).
 
 mod backend;
 mod fusers;
+mod reset_when_used;
 mod runtime;
 
 pub use backend::RudaCube;
 pub use fusers::{ENV_FUSERS, FUSER_NAMES, FuserSet};
-pub use runtime::{RudaFusionRuntime, fusers_of};
+pub use reset_when_used::ResetWhenUsed;
+pub use runtime::{RudaFusionRuntime, burn_fusers_of, fusers_of};

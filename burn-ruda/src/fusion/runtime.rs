@@ -14,7 +14,7 @@ use burn_cubecl_fusion::{CubeFusionHandle, FallbackOperation};
 use burn_fusion::stream::{Context, OrderedExecution};
 use burn_fusion::{FusionRuntime, OperationFuser, Optimization, UnfusedOp};
 
-use super::FuserSet;
+use super::{FuserSet, ResetWhenUsed};
 use crate::ops::RudaRuntime;
 
 /// burn-fusion's runtime for [`crate::Ruda`] on the ruda runtime `R`: burn-cubecl-fusion's
@@ -44,23 +44,42 @@ impl<R: RudaRuntime> FusionRuntime for RudaFusionRuntime<R> {
     }
 }
 
-/// The fusers of `set` on `device`, in Burn's order (which decides ties between equal plans).
+/// The fusers of `set` on `device`, in Burn's order (which decides ties between equal plans),
+/// each a [`ResetWhenUsed`]: burn-fusion gets them from [`RudaFusionRuntime`].
 pub fn fusers_of<R: RudaRuntime>(set: FuserSet, device: R::CubeDevice) -> Vec<Fuser<R>> {
+    build(set, device, true)
+}
+
+/// The fusers of `set` on `device` as burn-cubecl's runtime gives them (no [`ResetWhenUsed`]),
+/// to measure one against the other.
+pub fn burn_fusers_of<R: RudaRuntime>(set: FuserSet, device: R::CubeDevice) -> Vec<Fuser<R>> {
+    build(set, device, false)
+}
+
+fn build<R: RudaRuntime>(set: FuserSet, device: R::CubeDevice, skip_resets: bool) -> Vec<Fuser<R>> {
+    fn boxed<R: RudaRuntime, F>(fuser: F, skip_resets: bool) -> Fuser<R>
+    where
+        F: OperationFuser<CubeOptimization<R>> + Clone + 'static,
+    {
+        if skip_resets {
+            Box::new(ResetWhenUsed::new(fuser))
+        } else {
+            Box::new(fuser)
+        }
+    }
     let mut fusers: Vec<Fuser<R>> = Vec::with_capacity(4);
     if set.elementwise {
-        fusers.push(Box::new(ElementWiseFuser::new(device.clone())));
+        fusers.push(boxed(ElementWiseFuser::new(device.clone()), skip_resets));
     }
     if set.matmul {
-        fusers.push(Box::new(MatmulFuser::new(device.clone())));
+        fusers.push(boxed(MatmulFuser::new(device.clone()), skip_resets));
     }
     if set.reduce {
-        fusers.push(Box::new(ReduceFuser::new(
-            device.clone(),
-            ReduceSettings::Always,
-        )));
+        let fuser = ReduceFuser::new(device.clone(), ReduceSettings::Always);
+        fusers.push(boxed(fuser, skip_resets));
     }
     if set.reduce_broadcasted {
-        fusers.push(Box::new(ReduceBroadcastedFuser::new(device)));
+        fusers.push(boxed(ReduceBroadcastedFuser::new(device), skip_resets));
     }
     fusers
 }
