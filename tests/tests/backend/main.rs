@@ -4,10 +4,15 @@
 //! own copy of that code: 765 s of one core in CI's debug build, for 18 + 4 + 3 tests.
 //!
 //! The tests that run a native LayerNorm, count native calls or move tensors between threads
-//! are `#[serial]` (one lock for the whole binary): the counters are process-global.
+//! are `#[serial]` (one lock for the whole binary): the counters are process-global. Tests that
+//! need a setting read once per process (`fusers`, `gelu`) run in a child process of this
+//! binary ([`child`]), so they too share its compiled code.
 
 mod burn_backend;
+mod child;
 mod errors;
+mod fusers;
+mod gelu;
 mod optim;
 mod threads;
 mod transparency;

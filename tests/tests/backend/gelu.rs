@@ -1,7 +1,7 @@
 //! The native GELU kernels on the machine's wgpu CPU adapter (Mesa's lavapipe in CI; the GPU
 //! suite runs the same checks, `ruda_tests::gelu_checks`, on CUDA), and `Ruda`'s GELU with them
-//! switched on (`RUDA_GELU=native`, off by default; this test binary switches it on, no other
-//! test here runs Burn's GELU).
+//! switched on (`RUDA_GELU=native`, off by default: those tests run in a child process with it
+//! set, as the switch is read once per process).
 
 use burn::backend::NdArray;
 use burn::tensor::backend::{AutodiffBackend, Backend};
@@ -14,6 +14,8 @@ use ruda_tests::differential::{compare_floats, float_data};
 use ruda_tests::gelu_checks as checks;
 use ruda_tests::launches::gelu as gelu_calls;
 use serial_test::serial;
+
+use crate::child::in_child;
 
 type R = RudaWgpu;
 type RudaB = Ruda<RudaWgpu>;
@@ -54,15 +56,17 @@ fn a_gradient_of_another_shape_panics() {
     checks::shape_check(&client());
 }
 
-/// Turns the native GELU on for this process before `Ruda` first reads the switch.
-fn native_gelu() {
-    // SAFETY: every test of this binary sets the same value before any GELU runs; no other
-    // thread reads the environment meanwhile but these tests, which only set the same value.
-    unsafe { std::env::set_var(ruda_runtime::gelu::ENV_GELU, "native") };
+/// In the harness's process: runs `test` in a child process with `RUDA_GELU=native` and
+/// returns `false`. In that child: checks that the switch is on and returns `true`.
+fn in_child_with_native_gelu(test: &str) -> bool {
+    if !in_child(test, &[(ruda_runtime::gelu::ENV_GELU, "native")]) {
+        return false;
+    }
     assert!(
         ruda_runtime::gelu::native_enabled(),
         "RUDA_GELU=native is read"
     );
+    true
 }
 
 fn close(what: &str, got: TensorData, want: TensorData) {
@@ -88,7 +92,10 @@ fn gelu_under_autodiff_runs_one_native_forward_and_backward() {
         (y.into_data(), dx.into_data())
     }
 
-    native_gelu();
+    if !in_child_with_native_gelu("gelu::gelu_under_autodiff_runs_one_native_forward_and_backward")
+    {
+        return;
+    }
     let before = gelu_calls();
     let (y, dx) = run::<RudaAd>(&WgpuDevice::Cpu);
     let after = gelu_calls();
@@ -108,7 +115,11 @@ fn gelu_under_autodiff_runs_one_native_forward_and_backward() {
 #[test]
 #[serial]
 fn gelu_on_ruda_runs_the_native_kernel_for_f32_and_burns_for_f64() {
-    native_gelu();
+    if !in_child_with_native_gelu(
+        "gelu::gelu_on_ruda_runs_the_native_kernel_for_f32_and_burns_for_f64",
+    ) {
+        return;
+    }
     let data = float_data(93, &[5, 7], -2.0, 2.0);
     let x = Tensor::<RudaB, 2>::from_data(data.clone(), &WgpuDevice::Cpu);
     let want = activation::gelu(Tensor::<NdArray, 2>::from_data(data, &Default::default()));
